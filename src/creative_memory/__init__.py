@@ -1,0 +1,60 @@
+"""creative-memory: a local, deterministic preference memory for generative design tools.
+
+The public API (api.md) is re-exported here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from . import adapter
+from .constants import (
+    ARCHIVE_DAYS,
+    CHARS_PER_TOKEN,
+    DECAY_DAYS,
+    DERIVATION_VERSION,
+    INJECTION_THRESHOLD,
+    MAX_INJECTION_COUNT,
+    MAX_PER_CATEGORY,
+    MIN_NEG_FLOOR,
+    NEGATIVE_BUDGET_RATIO,
+    NEGATIVE_PRIORITY_MULTIPLIER,
+    NORMALIZER,
+    SCHEMA_VERSION,
+    SIGNAL_WEIGHTS,
+    TAG_POLARITY,
+    TOKEN_BUDGET,
+)
+from .errors import CreativeMemoryError, StorageError, ValidationError
+from .models import DecayResult, Preference, Refinement, RetrievalResult
+from .prompt import build_prompt_block
+from .store import MemoryStore
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ARCHIVE_DAYS",
+    "CHARS_PER_TOKEN",
+    "DECAY_DAYS",
+    "DERIVATION_VERSION",
+    "INJECTION_THRESHOLD",
+    "MAX_INJECTION_COUNT",
+    "MAX_PER_CATEGORY",
+    "MIN_NEG_FLOOR",
+    "NEGATIVE_BUDGET_RATIO",
+    "NEGATIVE_PRIORITY_MULTIPLIER",
+    "NORMALIZER",
+    "SCHEMA_VERSION",
+    "SIGNAL_WEIGHTS",
+    "TAG_POLARITY",
+    "TOKEN_BUDGET",
+    "CreativeMemoryError",
+    "DecayResult",
+    "MemoryStore",
+    "Preference",
+    "Refinement",
+    "RetrievalResult",
+    "StorageError",
+    "ValidationError",
+    "adapter",
+    "build_prompt_block",
+    "__version__",
+]

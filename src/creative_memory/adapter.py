@@ -1,0 +1,244 @@
+"""Adapter: host pipeline events → classified signals (engine.md §9, api.md "Adapter").
+
+Each handler validates the event in the reference's order, then hands all of its signals to
+the store in one all-or-nothing append. Handlers return the records the signals created or
+updated (``None`` entries while memory is disabled or paused).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from .constants import TAG_POLARITY
+from .errors import ValidationError
+from .events import ComparisonEvent, ComparisonSide, Feature, validate_project_id
+from .models import Preference
+from .timeutil import format_ts, try_parse_ts
+
+if TYPE_CHECKING:
+    from .store import MemoryStore
+
+Event = Mapping[str, Any]
+
+# JS String.prototype.trim's whitespace set (engine.md §9).
+_JS_WS: Final = (
+    "\t\n\x0b\x0c\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+
+
+def normalise_tag(tag_text: str) -> str:
+    return tag_text.lower().strip(_JS_WS)
+
+
+def _js_type(value: object) -> str:
+    if value is None or isinstance(value, (Mapping, list)):
+        return "object"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return type(value).__name__
+
+
+def _check_event(event: object) -> Mapping[str, Any]:
+    if not isinstance(event, Mapping):
+        raise ValidationError("event", "event must be a mapping")
+    return event
+
+
+def _check_user_and_time(event: Event) -> None:
+    user_id = event.get("user_id")
+    if not isinstance(user_id, str) or not user_id:
+        raise ValidationError(
+            "user_id", f"event.user_id must be a non-empty string. Got: {json.dumps(user_id)}"
+        )
+    ts = event.get("timestamp")
+    if not isinstance(ts, str) or not ts:
+        shown = "undefined" if ts is None and "timestamp" not in event else json.dumps(ts)
+        raise ValidationError(
+            "timestamp", f"event.timestamp must be a non-empty string. Got: {shown}"
+        )
+    if try_parse_ts(ts) is None:
+        raise ValidationError(
+            "timestamp", f'event.timestamp "{ts}" is not a valid ISO date string.'
+        )
+
+
+def classify(meta: object, field: str = "artifact_meta") -> list[dict[str, str]]:
+    """Validate ``artifact_meta`` and return its signal entries (engine.md §9 step 4)."""
+    if meta is None:
+        raise ValidationError(
+            field,
+            f"{field} is required. A null payload indicates a pipeline wiring bug; the "
+            "adapter fails fast rather than silently dropping feedback.",
+        )
+    signals = meta.get("signals") if isinstance(meta, Mapping) else None
+    if not isinstance(signals, list):
+        got = "undefined" if not isinstance(meta, Mapping) or "signals" not in meta else _js_type(signals)
+        raise ValidationError(
+            f"{field}.signals",
+            f"{field}.signals must be an array. Got {got}. "
+            "Upstream classification is missing or malformed.",
+        )
+    out: list[dict[str, str]] = []
+    for i, entry in enumerate(signals):
+        ok = (
+            isinstance(entry, Mapping)
+            and isinstance(entry.get("pattern"), str)
+            and entry["pattern"] != ""
+            and isinstance(entry.get("preference_type"), str)
+            and entry["preference_type"] != ""
+        )
+        if not ok:
+            raise ValidationError(
+                f"{field}.signals[{i}]",
+                f'signals[{i}] is malformed. Each entry must have non-empty string "pattern" '
+                f'and "preference_type". Got: {json.dumps(entry, default=str)}',
+            )
+        out.append({"preference_type": entry["preference_type"], "pattern": entry["pattern"]})
+    return out
+
+
+def _dispatch(
+    store: MemoryStore,
+    event: Event,
+    signal_type: str,
+    polarity: str,
+    *,
+    tag_text: str | None = None,
+    refinement: Mapping[str, Any] | None = None,
+) -> list[Preference | None]:
+    _check_user_and_time(event)
+    entries = classify(event.get("artifact_meta"))
+    project_id = event.get("project_id") or None
+    signals = [
+        {
+            "signal_type": signal_type,
+            "polarity": polarity,
+            "pattern": e["pattern"],
+            "preference_type": e["preference_type"],
+            "tag_text": tag_text,
+            "scope": "project" if project_id else "global",
+            "project_id": project_id,
+            "artifact_id": event.get("artifact_id"),
+            "session_id": event.get("session_id"),
+            "timestamp": event.get("timestamp"),
+        }
+        for e in entries
+    ]
+    return store.ingest_signals(event["user_id"], signals, refinement=refinement)
+
+
+def on_generation_accepted(store: MemoryStore, event: Event) -> list[Preference | None]:
+    return _dispatch(store, _check_event(event), "repeated_acceptance", "positive")
+
+
+def on_artifact_edited_and_saved(store: MemoryStore, event: Event) -> list[Preference | None]:
+    event = _check_event(event)
+    diff = event.get("diff")
+    refinement = None
+    if diff is not None and diff is not False and diff != "" and diff != 0:
+        refinement = {
+            "artifact_id": event.get("artifact_id"),
+            "project_id": event.get("project_id"),
+            "diff": diff,
+        }
+    return _dispatch(store, event, "manual_refinement", "positive", refinement=refinement)
+
+
+def on_explicit_tag_applied(store: MemoryStore, event: Event) -> list[Preference | None]:
+    event = _check_event(event)
+    tag_text = event.get("tag_text")
+    polarity = TAG_POLARITY.get(normalise_tag(tag_text)) if isinstance(tag_text, str) else None
+    if polarity is None:
+        raise ValidationError(
+            "tag_text",
+            f"unrecognized tag {json.dumps(tag_text)}. Known tags: {', '.join(TAG_POLARITY)}.",
+        )
+    return _dispatch(store, event, "explicit_tag", polarity, tag_text=tag_text)
+
+
+def on_thumbs_rated(store: MemoryStore, event: Event) -> list[Preference | None]:
+    event = _check_event(event)
+    rating = event.get("rating")
+    if rating not in ("up", "down"):
+        raise ValidationError(
+            "rating", f'rating must be exactly "up" or "down". Got: {json.dumps(rating)}'
+        )
+    if rating == "up":
+        return _dispatch(store, event, "thumbs_up", "positive")
+    return _dispatch(store, event, "thumbs_down", "negative")
+
+
+def on_generation_abandoned(store: MemoryStore, event: Event) -> list[Preference | None]:
+    return _dispatch(store, _check_event(event), "abandoned_generation", "negative")
+
+
+def on_revert_after_edit(store: MemoryStore, event: Event) -> list[Preference | None]:
+    return _dispatch(store, _check_event(event), "revert_after_edit", "positive")
+
+
+def _side(value: object, field: str) -> ComparisonSide:
+    if not isinstance(value, Mapping):
+        raise ValidationError(field, f"{field} must be an object with artifact_meta")
+    artifact_id = value.get("artifact_id")
+    if artifact_id is not None and not isinstance(artifact_id, str):
+        raise ValidationError(f"{field}.artifact_id", f"{field}.artifact_id must be a string")
+    entries = classify(value.get("artifact_meta"), f"{field}.artifact_meta")
+    return ComparisonSide(
+        artifact_id=artifact_id,
+        features=[Feature(e["preference_type"], e["pattern"]) for e in entries],
+    )
+
+
+def on_pairwise_comparison(store: MemoryStore, event: Event) -> list[Preference | None]:
+    """Store one ``comparison`` event: the user chose ``chose`` over ``over``."""
+    event = _check_event(event)
+    _check_user_and_time(event)
+    chose = _side(event.get("chose"), "chose")
+    over = _side(event.get("over"), "over")
+    dims = event.get("dimensions")
+    if dims is not None:
+        if not isinstance(dims, list) or not all(isinstance(d, str) for d in dims):
+            raise ValidationError("dimensions", "dimensions must be a list of strings")
+    project_id = event.get("project_id") or None
+    if project_id is not None:
+        validate_project_id(project_id)
+    session_id = event.get("session_id")
+    if session_id is not None and not isinstance(session_id, str):
+        raise ValidationError("session_id", "session_id must be a string")
+    now = format_ts(store._now_ms())
+    at = format_ts(try_parse_ts(event["timestamp"]) or 0)
+    store.append_comparison(
+        event["user_id"],
+        ComparisonEvent(
+            at=at,
+            recorded_at=now,
+            chose=chose,
+            over=over,
+            dimensions=list(dims) if dims is not None else None,
+            scope="project" if project_id else "global",
+            project_id=project_id,
+            session_id=session_id,
+        ),
+    )
+    return []
+
+
+Handler = Callable[["MemoryStore", Event], Sequence[Preference | None]]
+
+#: Wire-format event names (api.md) → handlers.
+HANDLERS: Final[Mapping[str, Handler]] = {
+    "generation_accepted": on_generation_accepted,
+    "artifact_edited_and_saved": on_artifact_edited_and_saved,
+    "explicit_tag_applied": on_explicit_tag_applied,
+    "thumbs_rated": on_thumbs_rated,
+    "generation_abandoned": on_generation_abandoned,
+    "revert_after_edit": on_revert_after_edit,
+    "pairwise_comparison": on_pairwise_comparison,
+}

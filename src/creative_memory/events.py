@@ -1,0 +1,222 @@
+"""Raw events: the canonical, append-only truth (design.md §1).
+
+Pure module: event types, their wire/disk encoding, and the validation that turns a caller's
+signal mapping into a :class:`SignalEvent` body. No I/O and no clock: the caller supplies
+``now`` where a missing timestamp means "now".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+import msgspec
+
+from .constants import SIGNAL_WEIGHTS
+from .errors import ValidationError
+from .timeutil import format_ts, parse_ts
+
+#: Version of the on-disk event format (the ``v`` field of every event).
+EVENT_FORMAT_VERSION: Final = 1
+
+_SAFE_ID = re.compile(r"[A-Za-z0-9_-]+")
+_RESERVED = frozenset({"__proto__", "constructor", "prototype"})
+
+
+def validate_user_id(user_id: object) -> str:
+    if not isinstance(user_id, str) or _SAFE_ID.fullmatch(user_id) is None:
+        raise ValidationError(
+            "user_id",
+            f"user_id {_show(user_id)} is not a safe basename. "
+            "Only alphanumeric characters, hyphens, and underscores are allowed.",
+        )
+    return user_id
+
+
+def validate_project_id(project_id: object) -> str:
+    if isinstance(project_id, str) and project_id in _RESERVED:
+        raise ValidationError(
+            "project_id",
+            f"project_id {_show(project_id)} is not a safe key — it would corrupt object "
+            "semantics. Use a normal identifier.",
+        )
+    if not isinstance(project_id, str) or _SAFE_ID.fullmatch(project_id) is None:
+        raise ValidationError(
+            "project_id",
+            f"project_id {_show(project_id)} is not a safe key. "
+            "Only alphanumeric characters, hyphens, and underscores are allowed.",
+        )
+    return project_id
+
+
+def _show(value: object) -> str:
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return repr(value)
+
+
+class _Event(msgspec.Struct, kw_only=True, tag_field="kind"):
+    """Common fields. ``at`` is the event's own (normalised) time; ``recorded_at`` is when it
+    was written. ``seq`` is assigned by storage: strictly increasing per user, never reused."""
+
+    v: int = EVENT_FORMAT_VERSION
+    seq: int = 0
+    at: str
+    recorded_at: str
+
+
+class SignalEvent(_Event, tag="signal"):
+    signal_type: str
+    preference_type: str
+    pattern: str
+    polarity: str
+    scope: str
+    project_id: str | None = None
+    tag_text: str | None = None
+    artifact_id: str | None = None
+    session_id: str | None = None
+
+
+class Feature(msgspec.Struct, frozen=True):
+    preference_type: str
+    pattern: str
+
+
+class ComparisonSide(msgspec.Struct, kw_only=True):
+    artifact_id: str | None = None
+    features: list[Feature]
+
+
+class ComparisonEvent(_Event, tag="comparison"):
+    chose: ComparisonSide
+    over: ComparisonSide
+    dimensions: list[str] | None = None
+    scope: str = "global"
+    project_id: str | None = None
+    session_id: str | None = None
+
+
+class DecayPassEvent(_Event, tag="decay_pass"):
+    """A decay run at ``at`` that changed at least one record."""
+
+
+class RefinementEvent(_Event, tag="refinement"):
+    ref_id: str | None = None  # kept from an imported prototype log; else derived from seq
+    artifact_id: str | None = None
+    project_id: str | None = None
+    diff: Any = msgspec.field(default_factory=dict)
+
+
+class LegacyRecordEvent(_Event, tag="legacy_record"):
+    """One record imported from a prototype-era ``preferences.json`` (a "v0" event)."""
+
+    bucket: str | None  # None = global, else the project id
+    record: dict[str, Any]
+
+
+class ProjectAnchorEvent(_Event, tag="project_anchor"):
+    """Marks where a project's record list begins, with no content of its own.
+
+    Erasure replaces the first event of a project bucket with an anchor, so the bucket keeps
+    its place in iteration order (engine.md §0.4) while the erased content is gone; resetting
+    a project that has no records creates one, as the prototype creates an empty bucket.
+    """
+
+    project_id: str
+
+
+Event = (
+    SignalEvent
+    | ComparisonEvent
+    | DecayPassEvent
+    | RefinementEvent
+    | LegacyRecordEvent
+    | ProjectAnchorEvent
+)
+
+EVENT_KINDS: Final = (
+    "signal",
+    "comparison",
+    "decay_pass",
+    "refinement",
+    "legacy_record",
+    "project_anchor",
+)
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(Event)
+
+
+def encode_event(event: Event) -> bytes:
+    return _encoder.encode(event)
+
+
+def decode_event(line: bytes | str) -> Event:
+    return _decoder.decode(line)
+
+
+Polarity = Literal["positive", "negative"]
+
+
+def build_signal_event(signal: Mapping[str, Any], now_ms: int, recorded_at: str) -> SignalEvent:
+    """Validate a caller's signal (engine.md §4.1 steps 4–9, §0.3) and build its event.
+
+    Raises :class:`ValidationError` naming the field; pure (``now_ms`` supplies "now").
+    """
+    if not isinstance(signal, Mapping):
+        raise ValidationError("signal", "signal must be a mapping")
+    polarity = signal.get("polarity")
+    if polarity not in ("positive", "negative"):
+        raise ValidationError(
+            "polarity", f'Invalid polarity: {_show(polarity)}. Use "positive" or "negative".'
+        )
+    pattern = signal.get("pattern")
+    if not isinstance(pattern, str) or not pattern:
+        raise ValidationError("pattern", "pattern must be a non-empty string")
+    ptype = signal.get("preference_type")
+    if not isinstance(ptype, str) or not ptype:
+        raise ValidationError("preference_type", "preference_type must be a non-empty string")
+    signal_type = signal.get("signal_type")
+    if not isinstance(signal_type, str) or signal_type not in SIGNAL_WEIGHTS:
+        raise ValidationError(
+            "signal_type",
+            f"Unknown signal_type: {_show(signal_type)}. "
+            f"Known: {', '.join(SIGNAL_WEIGHTS)}.",
+        )
+    scope = signal.get("scope")
+    project_id = signal.get("project_id")
+    if scope == "global":
+        stored_project: str | None = None
+    elif scope == "project" and project_id:
+        stored_project = validate_project_id(project_id)
+    else:
+        raise ValidationError(
+            "scope",
+            f'Invalid scope: {scope}. Use "global" or "project" with a projectId.',
+        )
+    ts = signal.get("timestamp")
+    at = format_ts(now_ms) if ts is None or ts == "" else format_ts(parse_ts(ts, "timestamp"))
+    tag_text = _optional_str(signal, "tag_text")
+    return SignalEvent(
+        at=at,
+        recorded_at=recorded_at,
+        signal_type=signal_type,
+        preference_type=ptype,
+        pattern=pattern,
+        polarity=polarity,
+        scope=scope,
+        project_id=stored_project,
+        tag_text=tag_text or None,
+        artifact_id=_optional_str(signal, "artifact_id"),
+        session_id=_optional_str(signal, "session_id"),
+    )
+
+
+def _optional_str(mapping: Mapping[str, Any], key: str) -> str | None:
+    value = mapping.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValidationError(key, f"{key} must be a string or null, got {type(value).__name__}")
+    return value

@@ -1,0 +1,480 @@
+"""``MemoryStore``: the library entry point joining storage (host side) and the pure engine.
+
+Reads derive lazily from the event log. Within a process the store keeps the last derived
+state per user and extends it with newly appended events (O(k) for k new events); a
+rewritten log (erasure) or another derivation version derives afresh.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from .constants import DERIVATION_VERSION
+from .derivation import DerivedState, check_version
+from .errors import ValidationError
+from .events import (
+    ComparisonEvent,
+    DecayPassEvent,
+    Event,
+    LegacyRecordEvent,
+    ProjectAnchorEvent,
+    RefinementEvent,
+    SignalEvent,
+    build_signal_event,
+    validate_project_id,
+    validate_user_id,
+)
+from .models import DecayResult, Preference, Refinement, RetrievalResult
+from .retrieval import parse_context, retrieve
+from .storage import FileStorage, UserSettings
+from .timeutil import format_ts, instant_to_ms
+
+Clock = Callable[[], int]
+
+
+def wall_clock_ms() -> int:
+    """Current time in epoch milliseconds (floored)."""
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class _Memo:
+    state: DerivedState
+    generation: str
+    end: int
+
+
+class MemoryStore:
+    """Preference memory for every user under one storage root.
+
+    ``clock`` (epoch-ms callable) is where "now" comes from when a call does not pass a time
+    explicitly; it defaults to the wall clock.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        derivation_version: str | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        if isinstance(root, str) and root.startswith(("postgresql://", "postgres://")):
+            raise ValidationError(
+                "root", "the PostgreSQL backend is not available in this version"
+            )
+        self.derivation_version = check_version(
+            DERIVATION_VERSION if derivation_version is None else derivation_version
+        )
+        self._storage = FileStorage(root)
+        self._clock: Clock = clock or wall_clock_ms
+        self._memo: dict[str, _Memo] = {}
+        self._memo_lock = threading.RLock()
+
+    @property
+    def root(self) -> str:
+        return str(self._storage.root)
+
+    # -- internals -------------------------------------------------------------------------
+    def _now_ms(self) -> int:
+        return self._clock()
+
+    def _settings(self, user_id: str) -> UserSettings:
+        return self._storage.read_settings(user_id) or UserSettings()
+
+    def _is_paused(self, settings: UserSettings) -> bool:
+        if not settings.paused:
+            return False
+        if settings.paused_until is None:
+            return True
+        return self._now_ms() < instant_to_ms(settings.paused_until, "paused_until")
+
+    def _learning(self, settings: UserSettings) -> bool:
+        return settings.memory_enabled and not self._is_paused(settings)
+
+    def _refresh(
+        self, user_id: str, want_seqs: Sequence[int] = ()
+    ) -> tuple[DerivedState, dict[int, Preference | Refinement | None]]:
+        """Bring the user's derived state up to date with the log.
+
+        Returns the state and, for each seq in ``want_seqs`` folded during this refresh, a
+        copy of the record that event touched, taken right after it was folded.
+        """
+        with self._memo_lock:
+            memo = self._memo.get(user_id)
+            snap = self._storage.read_events(
+                user_id,
+                generation=memo.generation if memo else None,
+                start=memo.end if memo else 0,
+            )
+            if memo is None or memo.generation != snap.generation:
+                memo = _Memo(DerivedState(self.derivation_version), snap.generation, 0)
+                self._memo[user_id] = memo
+            touched: dict[int, Preference | Refinement | None] = {}
+            wanted = set(want_seqs)
+            state = memo.state
+            for ev in snap.events:
+                rec = state.apply(ev)
+                if ev.seq in wanted:
+                    touched[ev.seq] = state.export_record(rec) if isinstance(rec, Preference) else rec
+            memo.end = snap.end
+            return state, touched
+
+    def _append(
+        self, user_id: str, events: Sequence[Event]
+    ) -> list[Preference | Refinement | None]:
+        stored = self._storage.append(user_id, events)
+        seqs = [e.seq for e in stored]
+        _, touched = self._refresh(user_id, seqs)
+        return [touched.get(s) for s in seqs]
+
+    def _recorded_at(self) -> str:
+        return format_ts(self._now_ms())
+
+    # -- engine calls ----------------------------------------------------------------------
+    def ingest_signal(self, user_id: str, signal: Mapping[str, Any]) -> Preference | None:
+        """Store one classified signal and return the record it created or updated."""
+        return self.ingest_signals(user_id, [signal])[0]
+
+    def ingest_signals(
+        self,
+        user_id: str,
+        signals: Sequence[Mapping[str, Any]],
+        *,
+        refinement: Mapping[str, Any] | None = None,
+    ) -> list[Preference | None]:
+        """Validate every signal, then append them all at once (all or nothing).
+
+        ``refinement`` (``artifact_id``, ``project_id``, ``diff``) is logged in the same
+        append, also when memory is disabled (engine.md §9).
+        """
+        validate_user_id(user_id)
+        settings = self._settings(user_id)
+        now = self._now_ms()
+        recorded_at = format_ts(now)
+        events: list[Event] = []
+        learning = self._learning(settings)
+        if learning:
+            events = [build_signal_event(s, now, recorded_at) for s in signals]
+        if refinement is not None and not self._is_paused(settings):
+            events.append(self._refinement_event(refinement, recorded_at))
+        if not events:
+            return [None] * len(signals)
+        results = self._append(user_id, events)
+        if not learning:
+            return [None] * len(signals)
+        return [r if isinstance(r, Preference) else None for r in results[: len(signals)]]
+
+    def _refinement_event(self, r: Mapping[str, Any], recorded_at: str) -> RefinementEvent:
+        artifact_id = r.get("artifact_id")
+        project_id = r.get("project_id")
+        for name, value in (("artifact_id", artifact_id), ("project_id", project_id)):
+            if value is not None and not isinstance(value, str):
+                raise ValidationError(name, f"{name} must be a string or null")
+        diff = r.get("diff")
+        if diff is None:
+            diff = {}
+        try:
+            msgspec.json.encode(diff)
+        except (TypeError, msgspec.EncodeError) as exc:
+            raise ValidationError("diff", f"diff must be JSON-serialisable ({exc})") from exc
+        return RefinementEvent(
+            at=recorded_at,
+            recorded_at=recorded_at,
+            artifact_id=artifact_id,
+            project_id=project_id,
+            diff=diff,
+        )
+
+    def append_comparison(self, user_id: str, event: ComparisonEvent) -> bool:
+        """Store a pairwise comparison unless learning is off; returns whether it was stored."""
+        validate_user_id(user_id)
+        if not self._learning(self._settings(user_id)):
+            return False
+        self._append(user_id, [event])
+        return True
+
+    def retrieve_for_injection(
+        self, user_id: str, context: Mapping[str, Any] | None = None
+    ) -> RetrievalResult:
+        validate_user_id(user_id)
+        if not self._storage.user_exists(user_id):
+            return RetrievalResult()
+        settings = self._settings(user_id)
+        if not settings.memory_enabled:
+            return RetrievalResult()
+        project_id, types = parse_context(context)
+        with self._memo_lock:
+            state, _ = self._refresh(user_id)
+            projects = {pid: b.records for pid, b in state.projects.items()}
+            result = retrieve(
+                state.global_records,
+                projects,
+                project_id,
+                types,
+                ignore_global_for=settings.disabled_projects,
+            )
+            ex = state.export_record
+            return RetrievalResult(
+                positives=[ex(r) for r in result.positives],
+                negatives=[ex(r) for r in result.negatives],
+                project_overrides=[ex(r) for r in result.project_overrides],
+                diagnostics=result.diagnostics,
+            )
+
+    def run_decay(self, user_id: str, now: str | datetime | None = None) -> DecayResult:
+        """One decay pass at ``now`` (default: the clock). Stored only if it changes a record."""
+        validate_user_id(user_id)
+        now_ms = self._now_ms() if now is None else instant_to_ms(now, "now")
+        if not self._storage.user_exists(user_id):
+            return DecayResult()
+        with self._memo_lock:
+            state, _ = self._refresh(user_id)
+            result = state.decay_preview(now_ms)
+        if result.decayed or result.archived:
+            at = format_ts(now_ms)
+            self._append(user_id, [DecayPassEvent(at=at, recorded_at=self._recorded_at())])
+        return result
+
+    def list_preferences(
+        self,
+        user_id: str,
+        *,
+        scope: str = "all",
+        polarity: str = "all",
+        min_strength: float = 0.0,
+        status: str = "all",
+    ) -> list[Preference]:
+        validate_user_id(user_id)
+        project = _scope_project(scope)
+        if not self._storage.user_exists(user_id):
+            return []
+        with self._memo_lock:
+            state, _ = self._refresh(user_id)
+            if project is not None:
+                source = state.project_records(project) or []
+            elif scope == "global":
+                source = state.global_records
+            else:
+                source = state.all_records()
+            out = [
+                r
+                for r in source
+                if (polarity == "all" or r.polarity == polarity)
+                and r.signal_strength >= min_strength
+                and (status == "all" or r.polarity_status == status)
+            ]
+            out.sort(key=lambda r: r.signal_strength, reverse=True)
+            return [state.export_record(r) for r in out]
+
+    def set_memory_enabled(self, user_id: str, enabled: bool) -> None:
+        validate_user_id(user_id)
+        if not isinstance(enabled, bool):
+            raise ValidationError("enabled", "enabled must be true or false")
+        self._update_settings(user_id, lambda s: msgspec.structs.replace(s, memory_enabled=enabled))
+
+    def _update_settings(self, user_id: str, change: Callable[[UserSettings], UserSettings]) -> None:
+        with self._storage.locked(user_id):
+            new = change(self._settings(user_id))
+            self._storage.write_settings(user_id, new)
+
+    def reset_memory(self, user_id: str, scope: str = "all") -> None:
+        """Erase raw events in ``scope`` for real; a full reset also re-enables memory."""
+        validate_user_id(user_id)
+        project = _scope_project(scope)
+        if scope == "all":
+            self._storage.rewrite(user_id, lambda ev: None)
+            self._storage.write_settings(user_id, UserSettings())
+        elif scope == "global":
+            self._erase(user_id, lambda ev: None if _in_bucket(ev, None) else ev)
+        elif project is not None:
+            self._erase(user_id, lambda ev: None if _in_bucket(ev, project) else ev)
+            with self._memo_lock:
+                state, _ = self._refresh(user_id)
+                missing = state.project_records(project) is None
+            if missing:
+                now = self._recorded_at()
+                self._append(user_id, [ProjectAnchorEvent(at=now, recorded_at=now, project_id=project)])
+        if not self._storage.user_exists(user_id):
+            self._storage.write_settings(user_id, self._settings(user_id))
+
+    def log_refinement(
+        self,
+        user_id: str,
+        *,
+        artifact_id: str | None = None,
+        project_id: str | None = None,
+        diff: Any = None,
+    ) -> Refinement:
+        """Append to the refinement log (wall-clock timestamp; ignores the master switch).
+
+        While learning is paused nothing is stored and the returned entry is not persisted.
+        """
+        validate_user_id(user_id)
+        recorded_at = self._recorded_at()
+        ev = self._refinement_event(
+            {"artifact_id": artifact_id, "project_id": project_id, "diff": diff}, recorded_at
+        )
+        if self._is_paused(self._settings(user_id)):
+            return Refinement(
+                id="ref_unsaved", artifact_id=ev.artifact_id, project_id=ev.project_id,
+                timestamp=ev.at, diff=ev.diff,
+            )
+        (entry,) = self._append(user_id, [ev])
+        assert isinstance(entry, Refinement)
+        return entry
+
+    def refinement_log(self, user_id: str) -> list[Refinement]:
+        validate_user_id(user_id)
+        if not self._storage.user_exists(user_id):
+            return []
+        with self._memo_lock:
+            state, _ = self._refresh(user_id)
+            return list(state.refinements)
+
+    # -- controls ----------------------------------------------------------------------------
+    def forget(
+        self,
+        user_id: str,
+        preference_type: str,
+        pattern: str,
+        *,
+        project_id: str | None = None,
+    ) -> int:
+        """Erase every raw event about (``preference_type``, ``pattern``) in the bucket."""
+        validate_user_id(user_id)
+        for name, value in (("preference_type", preference_type), ("pattern", pattern)):
+            if not isinstance(value, str) or not value:
+                raise ValidationError(name, f"{name} must be a non-empty string")
+        if project_id is not None:
+            validate_project_id(project_id)
+        if not self._storage.user_exists(user_id):
+            return 0
+        return self._erase(
+            user_id, lambda ev: _forget_filter(ev, preference_type, pattern, project_id)
+        )
+
+    def _erase(self, user_id: str, keep: Callable[[Event], Event | None]) -> int:
+        """Rewrite the log through ``keep``; the first event of each project bucket is
+        replaced by a content-free anchor instead of vanishing, so bucket order survives.
+        Returns how many events were removed or changed (anchors do not count)."""
+        seen: set[str] = set()
+
+        def keep_anchored(ev: Event) -> Event | None:
+            has, bucket = _bucket_of(ev)
+            first = False
+            if isinstance(ev, ProjectAnchorEvent):
+                has, bucket = True, ev.project_id
+            if has and bucket is not None and bucket not in seen:
+                seen.add(bucket)
+                first = True
+            new = keep(ev)
+            if new is None and first and not isinstance(ev, ProjectAnchorEvent):
+                return ProjectAnchorEvent(
+                    seq=ev.seq, at=ev.at, recorded_at=ev.recorded_at, project_id=bucket or ""
+                )
+            return new
+
+        return self._storage.rewrite(user_id, keep_anchored)
+
+    def pause(self, user_id: str, until: str | datetime | None = None) -> None:
+        validate_user_id(user_id)
+        until_s = None if until is None else format_ts(instant_to_ms(until, "until"))
+        self._update_settings(
+            user_id, lambda s: msgspec.structs.replace(s, paused=True, paused_until=until_s)
+        )
+
+    def resume(self, user_id: str) -> None:
+        validate_user_id(user_id)
+        self._update_settings(
+            user_id, lambda s: msgspec.structs.replace(s, paused=False, paused_until=None)
+        )
+
+    def set_project_disabled(self, user_id: str, project_id: str, disabled: bool) -> None:
+        validate_user_id(user_id)
+        validate_project_id(project_id)
+        if not isinstance(disabled, bool):
+            raise ValidationError("disabled", "disabled must be true or false")
+
+        def change(s: UserSettings) -> UserSettings:
+            projects = [p for p in s.disabled_projects if p != project_id]
+            if disabled:
+                projects.append(project_id)
+            return msgspec.structs.replace(s, disabled_projects=projects)
+
+        self._update_settings(user_id, change)
+
+    def get_settings(self, user_id: str) -> UserSettings:
+        validate_user_id(user_id)
+        return self._settings(user_id)
+
+    def is_paused(self, user_id: str) -> bool:
+        validate_user_id(user_id)
+        return self._is_paused(self._settings(user_id))
+
+    def events(self, user_id: str) -> list[Event]:
+        """Every raw event of the user, in ``seq`` order."""
+        validate_user_id(user_id)
+        return self._storage.read_events(user_id).events
+
+
+def _scope_project(scope: object) -> str | None:
+    """``"project:<x>"`` → validated ``x``; anything else → ``None``."""
+    if not isinstance(scope, str):
+        raise ValidationError("scope", "scope must be a string")
+    if scope.startswith("project:"):
+        return validate_project_id(scope.split(":")[1])
+    return None
+
+
+def _bucket_of(ev: Event) -> tuple[bool, str | None]:
+    """Whether ``ev`` belongs to a record bucket, and which (``None`` = global)."""
+    if isinstance(ev, SignalEvent):
+        return True, ev.project_id if ev.scope == "project" else None
+    if isinstance(ev, LegacyRecordEvent):
+        return True, ev.bucket
+    if isinstance(ev, ComparisonEvent):
+        return True, ev.project_id if ev.scope == "project" else None
+    return False, None
+
+
+def _in_bucket(ev: Event, bucket: str | None) -> bool:
+    has, b = _bucket_of(ev)
+    return has and b == bucket
+
+
+def _forget_filter(
+    ev: Event, preference_type: str, pattern: str, project_id: str | None
+) -> Event | None:
+    if isinstance(ev, SignalEvent):
+        if _in_bucket(ev, project_id) and ev.preference_type == preference_type and ev.pattern == pattern:
+            return None
+        return ev
+    if isinstance(ev, LegacyRecordEvent):
+        r = ev.record
+        if ev.bucket == project_id and r.get("preference_type") == preference_type and r.get("pattern") == pattern:
+            return None
+        return ev
+    if isinstance(ev, ComparisonEvent):
+        if not _in_bucket(ev, project_id):
+            return ev
+        def strip(side: Any) -> Any:
+            feats = [f for f in side.features if not (f.preference_type == preference_type and f.pattern == pattern)]
+            return side if len(feats) == len(side.features) else msgspec.structs.replace(side, features=feats)
+        chose, over = strip(ev.chose), strip(ev.over)
+        if chose is ev.chose and over is ev.over:
+            return ev
+        if not chose.features and not over.features:
+            return None
+        return msgspec.structs.replace(ev, chose=chose, over=over)
+    if isinstance(ev, RefinementEvent):
+        # Free-text diffs can name the pattern; erasure must be real, so drop such entries.
+        return None if pattern.encode() in msgspec.json.encode(ev.diff) else ev
+    return ev

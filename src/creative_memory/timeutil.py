@@ -1,0 +1,168 @@
+"""Time helpers of engine.md §1.4, in UTC (engine.md §0.2). Pure: no clock here.
+
+Instants are integer milliseconds since the Unix epoch.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from decimal import ROUND_HALF_UP, Decimal
+
+from .errors import ValidationError
+
+MS_PER_DAY = 86_400_000
+
+_TS_RE = re.compile(
+    r"(?P<y>\d{4})(?:-(?P<mo>\d{2})(?:-(?P<d>\d{2})"
+    r"(?:T(?P<h>\d{2}):(?P<mi>\d{2})(?::(?P<s>\d{2})(?:\.(?P<f>\d+))?)?"
+    r"(?P<z>Z|[+-]\d{2}:\d{2})?)?)?)?"
+)
+_NORMALISED_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
+
+_DAYS_IN_MONTH = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def _is_leap(y: int) -> bool:
+    return y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)
+
+
+def _days_from_civil(y: int, m: int, d: int) -> int:
+    """Days since 1970-01-01 for a proleptic Gregorian date (Howard Hinnant's algorithm)."""
+    y -= m <= 2
+    era = (y if y >= 0 else y - 399) // 400
+    yoe = y - era * 400
+    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
+
+
+def _civil_from_days(z: int) -> tuple[int, int, int]:
+    z += 719468
+    era = (z if z >= 0 else z - 146096) // 146097
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    y = yoe + era * 400
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    d = doy - (153 * mp + 2) // 5 + 1
+    m = mp + (3 if mp < 10 else -9)
+    return y + (m <= 2), m, d
+
+
+def try_parse_ts(text: str) -> int | None:
+    """Parse an ISO 8601 / RFC 3339 date or date-time to epoch ms, or ``None`` if invalid.
+
+    Grammar (engine.md §1.4 and §0.3): ``YYYY``, ``YYYY-MM``, ``YYYY-MM-DD``, optionally
+    followed by ``THH:MM``, ``THH:MM:SS`` or ``THH:MM:SS.f…`` and an optional zone ``Z`` or
+    ``±HH:MM``. No zone means UTC. Only the first three fraction digits count.
+    ``T24:00`` (with zero seconds and fraction) means the next midnight.
+    """
+    m = _TS_RE.fullmatch(text)
+    if m is None:
+        return None
+    year = int(m["y"])
+    month = int(m["mo"]) if m["mo"] else 1
+    day = int(m["d"]) if m["d"] else 1
+    if not 1 <= month <= 12:
+        return None
+    dim = 29 if month == 2 and _is_leap(year) else _DAYS_IN_MONTH[month - 1]
+    if not 1 <= day <= dim:
+        return None
+    hour = int(m["h"]) if m["h"] else 0
+    minute = int(m["mi"]) if m["mi"] else 0
+    second = int(m["s"]) if m["s"] else 0
+    frac = m["f"] or ""
+    millis = int((frac + "00")[:3]) if frac else 0
+    if minute > 59 or second > 59:
+        return None
+    if hour == 24:
+        if minute or second or (frac and int(frac) != 0):
+            return None
+    elif hour > 23:
+        return None
+    offset_min = 0
+    zone = m["z"]
+    if zone and zone != "Z":
+        oh, om = int(zone[1:3]), int(zone[4:6])
+        if oh > 23 or om > 59:
+            return None
+        offset_min = (oh * 60 + om) * (1 if zone[0] == "+" else -1)
+    days = _days_from_civil(year, month, day)
+    return (((days * 24 + hour) * 60 + minute - offset_min) * 60 + second) * 1000 + millis
+
+
+def parse_ts(text: object, field: str = "timestamp") -> int:
+    """Like :func:`try_parse_ts` but raises :class:`ValidationError` naming ``field``."""
+    if not isinstance(text, str):
+        raise ValidationError(field, f"{field} must be an ISO 8601 string, got {type(text).__name__}")
+    ms = try_parse_ts(text)
+    if ms is None:
+        raise ValidationError(field, f'{field} "{text}" is not a valid ISO date string')
+    return ms
+
+
+def format_ts(ms: int) -> str:
+    """``YYYY-MM-DDTHH:MM:SS.mmmZ`` in UTC (JS ``toISOString``)."""
+    days, rem = divmod(ms, MS_PER_DAY)
+    y, mo, d = _civil_from_days(days)
+    secs, millis = divmod(rem, 1000)
+    h, secs = divmod(secs, 3600)
+    mi, s = divmod(secs, 60)
+    if 0 <= y <= 9999:
+        ys = f"{y:04d}"
+    else:
+        ys = f"{'+' if y > 0 else '-'}{abs(y):06d}"
+    return f"{ys}-{mo:02d}-{d:02d}T{h:02d}:{mi:02d}:{s:02d}.{millis:03d}Z"
+
+
+def ts_to_ms(text: str) -> int:
+    """Epoch ms of a timestamp already known to be valid (normalised or not)."""
+    if _NORMALISED_RE.fullmatch(text):
+        days = _days_from_civil(int(text[0:4]), int(text[5:7]), int(text[8:10]))
+        return (
+            ((days * 24 + int(text[11:13])) * 60 + int(text[14:16])) * 60 + int(text[17:19])
+        ) * 1000 + int(text[20:23])
+    ms = try_parse_ts(text)
+    if ms is None:  # pragma: no cover - callers only pass validated timestamps
+        raise ValidationError("timestamp", f'timestamp "{text}" is not a valid ISO date string')
+    return ms
+
+
+def normalise_ts(text: object, field: str = "timestamp") -> str:
+    """Validate and normalise a timestamp string to ``YYYY-MM-DDTHH:MM:SS.mmmZ``."""
+    return format_ts(parse_ts(text, field))
+
+
+def add_days(ms: int, k: int) -> int:
+    """``add_days`` under UTC: exactly ``k × 86 400 000`` ms later (engine.md §0.2)."""
+    return ms + k * MS_PER_DAY
+
+
+def days_between(a_ms: int, b_ms: int) -> float:
+    return (b_ms - a_ms) / MS_PER_DAY
+
+
+def datetime_to_ms(dt: datetime, field: str = "now") -> int:
+    """An aware ``datetime`` to epoch ms, floored to the millisecond."""
+    if dt.tzinfo is None or dt.utcoffset() is None:
+        raise ValidationError(field, f"{field} must be a timezone-aware datetime")
+    delta = dt.astimezone(timezone.utc) - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+def instant_to_ms(value: object, field: str = "now") -> int:
+    """Accept an ISO string or an aware ``datetime`` and return epoch ms."""
+    if isinstance(value, datetime):
+        return datetime_to_ms(value, field)
+    return parse_ts(value, field)
+
+
+def fixed2(x: float) -> str:
+    """JS ``toFixed(2)``: half-up rounding of the exact binary value."""
+    return str(Decimal(x).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
+
+
+def u16len(s: str) -> int:
+    """Length in UTF-16 code units (JS ``.length``)."""
+    return len(s.encode("utf-16-le", "surrogatepass")) // 2

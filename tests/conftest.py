@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from creative_memory import MemoryStore
+from creative_memory.timeutil import parse_ts
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+
+
+def load_scenario(path: Path) -> dict[str, Any]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        data: dict[str, Any] = json.load(f)
+    return data
+
+
+class ManualClock:
+    """An explicit clock for stores under test (epoch ms)."""
+
+    def __init__(self, start: str = "2025-01-01T00:00:00.000Z") -> None:
+        self.ms = parse_ts(start)
+
+    def __call__(self) -> int:
+        return self.ms
+
+    def set(self, iso: str) -> None:
+        self.ms = parse_ts(iso)
+
+    def advance_days(self, days: float) -> None:
+        self.ms += int(days * 86_400_000)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def store(tmp_path: Path, clock: ManualClock) -> Iterator[MemoryStore]:
+    yield MemoryStore(tmp_path / "mem", derivation_version="1", clock=clock)
+
+
+@pytest.fixture
+def make_store(tmp_path: Path, clock: ManualClock) -> Callable[..., MemoryStore]:
+    def make(**kw: Any) -> MemoryStore:
+        kw.setdefault("clock", clock)
+        kw.setdefault("derivation_version", "1")
+        return MemoryStore(tmp_path / "mem", **kw)
+
+    return make
+
+
+def tag(
+    pattern: str,
+    ptype: str = "layout",
+    polarity: str = "positive",
+    *,
+    ts: str = "2025-01-01T00:00:00.000Z",
+    signal_type: str = "explicit_tag",
+    scope: str = "global",
+    project_id: str | None = None,
+    tag_text: str | None = None,
+) -> dict[str, Any]:
+    """A signal mapping with sensible defaults."""
+    return {
+        "signal_type": signal_type,
+        "pattern": pattern,
+        "preference_type": ptype,
+        "polarity": polarity,
+        "tag_text": tag_text,
+        "scope": scope,
+        "project_id": project_id,
+        "artifact_id": "art",
+        "session_id": "sess",
+        "timestamp": ts,
+    }
