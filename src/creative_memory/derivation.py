@@ -36,8 +36,6 @@ from .events import (
 from .models import DecayResult, Preference, Refinement
 from .timeutil import MS_PER_DAY, format_ts, ts_to_ms
 
-#: Versions this module can derive. (The registry of weight tables grows with new versions.)
-KNOWN_VERSIONS: Final = ("1",)
 
 _B36 = "abcdefghijklmnopqrstuvwxyz0123456789"
 _OTHER = {"positive": "negative", "negative": "positive"}
@@ -79,13 +77,31 @@ def _ms_or_none(text: str | None) -> int | None:
         return None
 
 
-def check_version(version: str) -> str:
-    if version not in KNOWN_VERSIONS:
+#: Registry of derivation versions: version string → state class implementing its fold.
+#: Version modules register themselves (see ``register_version``).
+_REGISTRY: dict[str, type[DerivedState]] = {}
+
+
+def register_version(version: str, cls: type[DerivedState]) -> None:
+    _REGISTRY[version] = cls
+
+
+def known_versions() -> tuple[str, ...]:
+    return tuple(_REGISTRY)
+
+
+def check_version(version: object) -> str:
+    if not isinstance(version, str) or version not in _REGISTRY:
         raise ValidationError(
             "derivation_version",
-            f"Unknown derivation_version {version!r}. Known: {', '.join(KNOWN_VERSIONS)}.",
+            f"Unknown derivation_version {version!r}. Known: {', '.join(_REGISTRY)}.",
         )
     return version
+
+
+def new_state(version: str) -> DerivedState:
+    """A fresh, empty state for ``version``."""
+    return _REGISTRY[check_version(version)](version)
 
 
 class _Bucket:
@@ -108,7 +124,7 @@ class DerivedState:
     """The derived records of one user after folding a prefix of the log."""
 
     def __init__(self, version: str) -> None:
-        self.version = check_version(version)
+        self.version = version
         self.global_bucket = _Bucket()
         self.projects: dict[str, _Bucket] = {}
         self.refinements: list[Refinement] = []
@@ -376,9 +392,12 @@ class DerivedState:
         self._bucket_for(ev.bucket).add(rec)
 
 
+register_version("1", DerivedState)
+
+
 def derive(events: Iterable[Event], version: str) -> DerivedState:
-    """Fold ``events`` (in ``seq`` order) into a fresh :class:`DerivedState`. Pure."""
-    state = DerivedState(version)
+    """Fold ``events`` (in ``seq`` order) into a fresh state of ``version``. Pure."""
+    state = new_state(version)
     for ev in events:
         state.apply(ev)
     return state

@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 
 from .constants import DERIVATION_VERSION
-from .derivation import DerivedState, check_version
+from .derivation import DerivedState, check_version, new_state
 from .errors import ValidationError
 from .events import (
     ComparisonEvent,
@@ -115,7 +115,7 @@ class MemoryStore:
                 start=memo.end if memo else 0,
             )
             if memo is None or memo.generation != snap.generation:
-                memo = _Memo(DerivedState(self.derivation_version), snap.generation, 0)
+                memo = _Memo(new_state(self.derivation_version), snap.generation, 0)
                 self._memo[user_id] = memo
             touched: dict[int, Preference | Refinement | None] = {}
             wanted = set(want_seqs)
@@ -410,6 +410,15 @@ class MemoryStore:
             return msgspec.structs.replace(s, disabled_projects=projects)
 
         self._update_settings(user_id, change)
+
+    def set_diagnostics_feed(self, user_id: str, enabled: bool) -> None:
+        """Switch the one-line diagnostics summary for chat (off by default)."""
+        validate_user_id(user_id)
+        if not isinstance(enabled, bool):
+            raise ValidationError("enabled", "enabled must be true or false")
+        self._update_settings(
+            user_id, lambda s: msgspec.structs.replace(s, diagnostics_feed=enabled)
+        )
 
     def get_settings(self, user_id: str) -> UserSettings:
         validate_user_id(user_id)
