@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from typing import Final
+from typing import Any
+
+import msgspec
 
 from .constants import (
     ARCHIVE_DAYS,
@@ -159,6 +161,46 @@ class DerivedState:
         out = rec.copy()
         out.last_derived_event_seq = self.last_seq
         return out
+
+    # -- persistence (for the derivation cache) ----------------------------------------------
+    def dump(self) -> bytes:
+        """Serialise the whole state (records, refinement log, counters) to JSON bytes."""
+        doc = _StateDoc(
+            version=self.version,
+            last_seq=self.last_seq,
+            event_count=self.event_count,
+            global_records=self.global_bucket.records,
+            projects={pid: b.records for pid, b in self.projects.items()},
+            refinements=self.refinements,
+            used_ids=sorted(self._used_ids),
+            extra=self._dump_extra(),
+        )
+        return _state_encoder.encode(doc)
+
+    @classmethod
+    def load(cls, data: bytes) -> DerivedState:
+        """Inverse of :meth:`dump` (the version's registered class is used)."""
+        doc = _state_decoder.decode(data)
+        state = new_state(doc.version)
+        state.last_seq = doc.last_seq
+        state.event_count = doc.event_count
+        for rec in doc.global_records:
+            state.global_bucket.add(rec)
+        for pid, recs in doc.projects.items():
+            b = state._bucket_for(pid)
+            for rec in recs:
+                b.add(rec)
+        state.refinements = doc.refinements
+        state._used_ids = set(doc.used_ids)
+        state._load_extra(doc.extra)
+        return state
+
+    def _dump_extra(self) -> Any:
+        """Version-specific state beyond records (JSON-ready). Version 1 has none."""
+        return None
+
+    def _load_extra(self, extra: Any) -> None:
+        """Restore what :meth:`_dump_extra` produced."""
 
     # -- the fold ------------------------------------------------------------------------
     def apply(self, event: Event) -> Preference | Refinement | None:
@@ -393,6 +435,21 @@ class DerivedState:
 
 
 register_version("1", DerivedState)
+
+
+class _StateDoc(msgspec.Struct, kw_only=True):
+    version: str
+    last_seq: int
+    event_count: int
+    global_records: list[Preference]
+    projects: dict[str, list[Preference]]
+    refinements: list[Refinement]
+    used_ids: list[str]
+    extra: Any = None
+
+
+_state_encoder = msgspec.json.Encoder()
+_state_decoder = msgspec.json.Decoder(_StateDoc)
 
 
 def derive(events: Iterable[Event], version: str) -> DerivedState:
