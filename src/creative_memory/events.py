@@ -7,6 +7,7 @@ signal mapping into a :class:`SignalEvent` body. No I/O and no clock: the caller
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from typing import Any, Final, Literal
@@ -58,12 +59,15 @@ def _show(value: object) -> str:
 
 class _Event(msgspec.Struct, kw_only=True, tag_field="kind"):
     """Common fields. ``at`` is the event's own (normalised) time; ``recorded_at`` is when it
-    was written. ``seq`` is assigned by storage: strictly increasing per user, never reused."""
+    was written. ``seq`` is assigned by storage: strictly increasing per user, never reused.
+    ``h`` is the hash chain over the log up to and including this event (see
+    :func:`chain_hash`), assigned by storage; it makes every prefix of the log addressable."""
 
     v: int = EVENT_FORMAT_VERSION
     seq: int = 0
     at: str
     recorded_at: str
+    h: str = ""
 
 
 class SignalEvent(_Event, tag="signal"):
@@ -150,6 +154,22 @@ _decoder = msgspec.json.Decoder(Event)
 
 def encode_event(event: Event) -> bytes:
     return _encoder.encode(event)
+
+
+#: Chain value before the first event of a log.
+CHAIN_GENESIS: Final = "0" * 32
+
+
+def chain_hash(prev: str, event: Event) -> str:
+    """``h`` of ``event`` following an event whose ``h`` is ``prev``: SHA-256 over the
+    previous link and the event's canonical encoding without its own ``h`` (128 bits, hex)."""
+    body = _encoder.encode(msgspec.structs.replace(event, h=""))
+    return hashlib.sha256(prev.encode() + body).hexdigest()[:32]
+
+
+def with_chain(prev: str, event: Event) -> Event:
+    """``event`` carrying its chain link after ``prev``."""
+    return msgspec.structs.replace(event, h=chain_hash(prev, event))
 
 
 def decode_event(line: bytes | str) -> Event:

@@ -7,18 +7,22 @@ rewritten log (erasure) or another derivation version derives afresh.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from .constants import DERIVATION_VERSION
 from .derivation import DerivedState, check_version, new_state
+
+SNAPSHOT_NAME = "snapshot.json"
 from .errors import ValidationError
 from .events import (
     ComparisonEvent,
@@ -32,9 +36,12 @@ from .events import (
     validate_project_id,
     validate_user_id,
 )
+from .migrate import parse_prototype
 from .models import DecayResult, Preference, Refinement, RetrievalResult
 from .retrieval import parse_context, retrieve
-from .storage import FileStorage, UserSettings
+from .cache import DEFAULT_CACHE_CAPACITY, FileDerivationCache, cache_key
+from .storage import FileStorage, LogSnapshot, UserSettings
+from .storage.files import atomic_write
 from .timeutil import format_ts, instant_to_ms
 
 Clock = Callable[[], int]
@@ -50,13 +57,16 @@ class _Memo:
     state: DerivedState
     generation: str
     end: int
+    head: str  # chain hash of the last folded event ("" before any)
+    written: str  # head last written back to the cache and snapshot
 
 
 class MemoryStore:
     """Preference memory for every user under one storage root.
 
     ``clock`` (epoch-ms callable) is where "now" comes from when a call does not pass a time
-    explicitly; it defaults to the wall clock.
+    explicitly; it defaults to the wall clock. ``cache_capacity`` bounds the derivation cache
+    per user (entries, LRU).
     """
 
     def __init__(
@@ -65,6 +75,7 @@ class MemoryStore:
         *,
         derivation_version: str | None = None,
         clock: Clock | None = None,
+        cache_capacity: int = DEFAULT_CACHE_CAPACITY,
     ) -> None:
         if isinstance(root, str) and root.startswith(("postgresql://", "postgres://")):
             raise ValidationError(
@@ -73,9 +84,13 @@ class MemoryStore:
         self.derivation_version = check_version(
             DERIVATION_VERSION if derivation_version is None else derivation_version
         )
+        if not isinstance(cache_capacity, int) or cache_capacity < 0:
+            raise ValidationError("cache_capacity", "cache_capacity must be an integer >= 0")
         self._storage = FileStorage(root)
         self._clock: Clock = clock or wall_clock_ms
+        self._cache_capacity = cache_capacity
         self._memo: dict[str, _Memo] = {}
+        self._caches: dict[str, FileDerivationCache] = {}
         self._memo_lock = threading.RLock()
 
     @property
@@ -84,6 +99,10 @@ class MemoryStore:
 
     # -- internals -------------------------------------------------------------------------
     def _now_ms(self) -> int:
+        return self._clock()
+
+    def now_ms(self) -> int:
+        """The store's notion of "now" (epoch ms) — the injected clock."""
         return self._clock()
 
     def _settings(self, user_id: str) -> UserSettings:
@@ -99,33 +118,88 @@ class MemoryStore:
     def _learning(self, settings: UserSettings) -> bool:
         return settings.memory_enabled and not self._is_paused(settings)
 
+    def _cache(self, user_id: str) -> FileDerivationCache:
+        c = self._caches.get(user_id)
+        if c is None:
+            c = self._caches[user_id] = FileDerivationCache(
+                self._storage.user_dir(user_id), self._cache_capacity
+            )
+        return c
+
+    def _cold_start(self, user_id: str) -> tuple[_Memo, LogSnapshot]:
+        """A memo for the newest cached prefix of the log, plus the events after it."""
+        cache = self._cache(user_id)
+        keys = cache.keys()
+        v = self.derivation_version
+        snap = self._storage.read_after_cached(user_id, lambda h: cache_key(h, v) in keys)
+        state: DerivedState | None = None
+        if snap.base is not None:
+            data = cache.get(cache_key(snap.base, v))
+            if data is not None:
+                with contextlib.suppress(ValueError, msgspec.DecodeError):
+                    loaded = DerivedState.load(data)
+                    if loaded.version == v:
+                        state = loaded
+            if state is None:  # entry vanished or unreadable: derive from scratch
+                snap = self._storage.read_events(user_id)
+                snap.base = None
+        base = snap.base or ""
+        memo = _Memo(state or new_state(v), snap.generation, snap.end, base, base)
+        return memo, snap
+
     def _refresh(
-        self, user_id: str, want_seqs: Sequence[int] = ()
+        self, user_id: str, want_seqs: Sequence[int] = (), *, write_back: bool = False
     ) -> tuple[DerivedState, dict[int, Preference | Refinement | None]]:
-        """Bring the user's derived state up to date with the log.
+        """Bring the user's derived state up to date with the log (O(k) for k new events).
 
         Returns the state and, for each seq in ``want_seqs`` folded during this refresh, a
-        copy of the record that event touched, taken right after it was folded.
+        copy of what that event touched, taken right after it was folded. With
+        ``write_back`` the state is written to the derivation cache and the snapshot.
         """
         with self._memo_lock:
             memo = self._memo.get(user_id)
-            snap = self._storage.read_events(
-                user_id,
-                generation=memo.generation if memo else None,
-                start=memo.end if memo else 0,
-            )
-            if memo is None or memo.generation != snap.generation:
-                memo = _Memo(new_state(self.derivation_version), snap.generation, 0)
+            snap: LogSnapshot | None = None
+            if memo is not None:
+                snap = self._storage.read_events(
+                    user_id, generation=memo.generation, start=memo.end
+                )
+                if not snap.resumed:
+                    memo = None
+            if memo is None or snap is None:
+                memo, snap = self._cold_start(user_id)
                 self._memo[user_id] = memo
             touched: dict[int, Preference | Refinement | None] = {}
             wanted = set(want_seqs)
             state = memo.state
             for ev in snap.events:
                 rec = state.apply(ev)
+                memo.head = ev.h
                 if ev.seq in wanted:
                     touched[ev.seq] = state.export_record(rec) if isinstance(rec, Preference) else rec
             memo.end = snap.end
+            if write_back and memo.head and memo.head != memo.written:
+                self._write_back(user_id, memo)
             return state, touched
+
+    def _write_back(self, user_id: str, memo: _Memo) -> None:
+        """Persist the memo's state in the cache and the human-readable snapshot — under the
+        user's lock and only if the log was not rewritten meanwhile (an erasure must never be
+        followed by a write of erased content)."""
+        with self._storage.locked(user_id) as d:
+            if self._storage.generation(user_id) != memo.generation:
+                return
+            state = memo.state
+            self._cache(user_id).put(cache_key(memo.head, state.version), state.dump())
+            snapshot = {
+                "about": "Derived preference records (a cache; the truth is events.jsonl). "
+                "Generated by creative-memory; edits here are ignored.",
+                "user_id": user_id,
+                "derivation_version": state.version,
+                "last_derived_event_seq": state.last_seq,
+                "preferences": [state.export_record(r).to_dict() for r in state.all_records()],
+            }
+            atomic_write(d / SNAPSHOT_NAME, msgspec.json.format(msgspec.json.encode(snapshot)) + b"\n")
+            memo.written = memo.head
 
     def _append(
         self, user_id: str, events: Sequence[Event]
@@ -212,7 +286,7 @@ class MemoryStore:
             return RetrievalResult()
         project_id, types = parse_context(context)
         with self._memo_lock:
-            state, _ = self._refresh(user_id)
+            state, _ = self._refresh(user_id, write_back=True)
             projects = {pid: b.records for pid, b in state.projects.items()}
             result = retrieve(
                 state.global_records,
@@ -257,7 +331,7 @@ class MemoryStore:
         if not self._storage.user_exists(user_id):
             return []
         with self._memo_lock:
-            state, _ = self._refresh(user_id)
+            state, _ = self._refresh(user_id, write_back=True)
             if project is not None:
                 source = state.project_records(project) or []
             elif scope == "global":
@@ -290,7 +364,7 @@ class MemoryStore:
         validate_user_id(user_id)
         project = _scope_project(scope)
         if scope == "all":
-            self._storage.rewrite(user_id, lambda ev: None)
+            self._rewrite(user_id, lambda ev: None)
             self._storage.write_settings(user_id, UserSettings())
         elif scope == "global":
             self._erase(user_id, lambda ev: None if _in_bucket(ev, None) else ev)
@@ -382,7 +456,57 @@ class MemoryStore:
                 )
             return new
 
-        return self._storage.rewrite(user_id, keep_anchored)
+        return self._rewrite(user_id, keep_anchored)
+
+    def _rewrite(self, user_id: str, keep: Callable[[Event], Event | None]) -> int:
+        """Rewrite the log, then — under the same lock — delete every derived artefact
+        (cache entries, snapshot) that may hold erased content, and re-derive."""
+
+        def purge() -> None:
+            self._cache(user_id).clear()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._storage.user_dir(user_id) / SNAPSHOT_NAME)
+
+        with self._memo_lock:
+            changed = self._storage.rewrite(user_id, keep, on_rewritten=purge)
+            if changed:
+                self._memo.pop(user_id, None)
+                self._refresh(user_id, write_back=True)
+            return changed
+
+    def import_prototype(self, user_id: str, path: str | os.PathLike[str]) -> int:
+        """Import a prototype-era ``preferences.json`` as ``legacy_record`` events (plus its
+        refinement log and master switch). Idempotent: records already imported are skipped.
+        Everything is validated first; a malformed file imports nothing. Returns the number
+        of records imported."""
+        validate_user_id(user_id)
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            raise ValidationError("path", f"cannot read {path}: {exc.strerror}") from exc
+        parsed = parse_prototype(data, self._recorded_at())
+        existing = self.events(user_id)
+        have_records = {
+            (e.bucket, msgspec.json.encode(e.record))
+            for e in existing
+            if isinstance(e, LegacyRecordEvent)
+        }
+        have_refs = {e.ref_id for e in existing if isinstance(e, RefinementEvent) and e.ref_id}
+        new_records = [
+            e for e in parsed.records if (e.bucket, msgspec.json.encode(e.record)) not in have_records
+        ]
+        new_refs = [e for e in parsed.refinements if e.ref_id not in have_refs]
+        if new_records or new_refs:
+            self._append(user_id, [*new_records, *new_refs])
+        settings = self._settings(user_id)
+        if settings.memory_enabled != parsed.memory_enabled or not self._storage.user_exists(
+            user_id
+        ):
+            self._update_settings(
+                user_id,
+                lambda s: msgspec.structs.replace(s, memory_enabled=parsed.memory_enabled),
+            )
+        return len(new_records)
 
     def pause(self, user_id: str, until: str | datetime | None = None) -> None:
         validate_user_id(user_id)

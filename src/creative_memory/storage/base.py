@@ -24,12 +24,17 @@ class LogSnapshot(msgspec.Struct, kw_only=True):
     """Events read from a user's log starting at some position.
 
     ``generation`` changes whenever the log is rewritten (erasure); ``end`` is an opaque
-    position to continue reading from while ``generation`` is unchanged.
+    position to continue reading from while ``generation`` is unchanged. ``resumed`` tells
+    whether the read continued from the requested position (else it is the whole log).
+    ``base`` is the chain hash ``h`` of the event just before ``events`` (``None`` when the
+    snapshot starts at the beginning of the log).
     """
 
     events: list[Event]
     generation: str
     end: int
+    resumed: bool = False
+    base: str | None = None
 
 
 class EventLogStorage(Protocol):
@@ -41,17 +46,38 @@ class EventLogStorage(Protocol):
         """Events from ``start`` when ``generation`` still matches, else the whole log."""
         ...
 
+    def read_after_cached(self, user_id: str, is_cached: Callable[[str], bool]) -> LogSnapshot:
+        """The events after the newest event whose chain hash satisfies ``is_cached``
+        (``base`` = that hash), or the whole log when there is none. Costs O(k) decoding for
+        k events after the cached one."""
+        ...
+
     def append(self, user_id: str, events: Sequence[Event]) -> list[Event]:
         """Durably append ``events`` (assigning ``seq``); returns them with their ``seq``."""
         ...
 
-    def rewrite(self, user_id: str, keep: Callable[[Event], Event | None]) -> int:
-        """Atomically rewrite the log through ``keep`` (``None`` drops an event).
+    def rewrite(
+        self,
+        user_id: str,
+        keep: Callable[[Event], Event | None],
+        *,
+        on_rewritten: Callable[[], None] | None = None,
+    ) -> int:
+        """Atomically rewrite the log through ``keep`` (``None`` drops an event), then call
+        ``on_rewritten`` while still holding the user's lock (only if something changed).
 
         Returns the number of events dropped or changed. ``seq`` numbers are never reused.
         """
         ...
 
+    def generation(self, user_id: str) -> str:
+        """Identifier of the log's current content lineage; changes on every rewrite."""
+        ...
+
     def read_settings(self, user_id: str) -> UserSettings | None: ...
+
+    def user_files(self, user_id: str) -> list[str]:
+        """Names of everything stored for the user (for erasure checks and diagnostics)."""
+        ...
 
     def write_settings(self, user_id: str, settings: UserSettings) -> None: ...

@@ -5,6 +5,8 @@ Layout under the root, per user::
     <root>/<user_id>/            0700
         events.jsonl             0600  header line, then one JSON event per line
         settings.json            0600  UserSettings
+        snapshot.json            0600  human-readable derived records (written back on read)
+        cache/                   0700  derivation cache entries (see cache.py)
         .lock                    0600  inter-process lock (flock)
 
 Appends are written with one ``write`` to an ``O_APPEND`` descriptor and fsynced before
@@ -26,7 +28,7 @@ from pathlib import Path
 import msgspec
 
 from ..errors import StorageError
-from ..events import Event, decode_event, encode_event
+from ..events import CHAIN_GENESIS, Event, decode_event, encode_event, with_chain
 from .base import LogSnapshot, UserSettings
 
 LOG_NAME = "events.jsonl"
@@ -51,8 +53,10 @@ _encoder = msgspec.json.Encoder()
 _thread_locks: dict[str, threading.Lock] = {}
 _thread_locks_guard = threading.Lock()
 
+_DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError)
 
-def _fsync_dir(path: Path) -> None:
+
+def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -78,7 +82,21 @@ def atomic_write(path: Path, data: bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
+
+
+def make_private_dir(path: Path) -> None:
+    """Create ``path`` (and parents) with mode 0700 if missing, fsyncing the parent."""
+    if path.is_dir():
+        return
+    if not path.parent.exists():
+        make_private_dir(path.parent)
+    try:
+        path.mkdir(mode=0o700)
+    except FileExistsError:
+        return
+    os.chmod(path, 0o700)
+    fsync_dir(path.parent)
 
 
 class FileStorage:
@@ -91,22 +109,15 @@ class FileStorage:
     def user_dir(self, user_id: str) -> Path:
         return self.root / user_id
 
-    def _ensure_user_dir(self, user_id: str) -> Path:
+    def ensure_user_dir(self, user_id: str) -> Path:
         d = self.user_dir(user_id)
-        if not d.is_dir():
-            created_root = not self.root.exists()
-            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-            if created_root:
-                os.chmod(self.root, 0o700)
-            d.mkdir(mode=0o700, exist_ok=True)
-            os.chmod(d, 0o700)
-            _fsync_dir(self.root)
+        make_private_dir(d)
         return d
 
     @contextlib.contextmanager
     def locked(self, user_id: str) -> Iterator[Path]:
         """Hold the user's lock (threads of this process and other processes)."""
-        d = self._ensure_user_dir(user_id)
+        d = self.ensure_user_dir(user_id)
         key = str(d.resolve())
         with _thread_locks_guard:
             tlock = _thread_locks.setdefault(key, threading.Lock())
@@ -123,40 +134,98 @@ class FileStorage:
         d = self.user_dir(user_id)
         return (d / LOG_NAME).exists() or (d / SETTINGS_NAME).exists()
 
-    def read_events(
-        self, user_id: str, *, generation: str | None = None, start: int = 0
-    ) -> LogSnapshot:
+    def user_files(self, user_id: str) -> list[str]:
+        d = self.user_dir(user_id)
+        if not d.is_dir():
+            return []
+        return sorted(str(p.relative_to(d)) for p in d.rglob("*"))
+
+    def _decode_lines(self, data: bytes, path: Path, first_lineno: int) -> list[Event]:
+        events: list[Event] = []
+        if not data:
+            return events
+        for i, line in enumerate(data.split(b"\n")):
+            try:
+                events.append(decode_event(line))
+            except _DECODE_ERRORS as exc:
+                raise StorageError(
+                    f"{path}: line {first_lineno + i} is not a valid event ({exc}); "
+                    "the log is corrupt — restore it from a backup or an export"
+                ) from exc
+        return events
+
+    def _open_log(self, user_id: str) -> tuple[Path, bytes, LogHeader] | None:
+        """Read the whole log: ``(path, data, header)``; ``None`` if there is no log yet."""
         path = self.user_dir(user_id) / LOG_NAME
         try:
             with open(path, "rb") as f:
                 data = f.read()
         except FileNotFoundError:
+            return None
+        nl = data.find(b"\n")
+        if nl < 0:  # empty, or the header itself torn: no events
+            return None
+        return path, data, self._decode_header(data[:nl], path)
+
+    def read_events(
+        self, user_id: str, *, generation: str | None = None, start: int = 0
+    ) -> LogSnapshot:
+        path = self.user_dir(user_id) / LOG_NAME
+        try:
+            f = open(path, "rb")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
             return LogSnapshot(events=[], generation="", end=0)
-        header_end = data.find(b"\n")
-        if header_end < 0:  # header itself torn: an empty log
-            return LogSnapshot(events=[], generation="", end=0)
-        header = self._decode_header(data[:header_end], path)
-        if generation != header.generation or start <= header_end:
-            start = header_end + 1
+        with f:
+            first = f.readline()
+            if not first.endswith(b"\n"):
+                return LogSnapshot(events=[], generation="", end=0)
+            header = self._decode_header(first[:-1], path)
+            resumed = generation == header.generation and start >= len(first)
+            if not resumed:
+                start = len(first)
+            f.seek(start)
+            data = f.read()
         last_nl = data.rfind(b"\n")
-        events: list[Event] = []
-        if last_nl >= start:
-            lineno_base = data.count(b"\n", 0, start) + 1
-            for i, line in enumerate(data[start:last_nl].split(b"\n")):
-                try:
-                    events.append(decode_event(line))
-                except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-                    raise StorageError(
-                        f"{path}: line {lineno_base + i} is not a valid event ({exc}); "
-                        "the log is corrupt — restore it from a backup or export"
-                    ) from exc
-        return LogSnapshot(events=events, generation=header.generation, end=max(start, last_nl + 1))
+        body = data[:last_nl] if last_nl >= 0 else b""
+        events = self._decode_lines(body, path, 0)
+        return LogSnapshot(
+            events=events, generation=header.generation, end=start + last_nl + 1, resumed=resumed
+        )
+
+    def read_after_cached(self, user_id: str, is_cached: Callable[[str], bool]) -> LogSnapshot:
+        opened = self._open_log(user_id)
+        if opened is None:
+            return LogSnapshot(events=[], generation="", end=0)
+        path, data, header = opened
+        header_end = data.find(b"\n") + 1
+        end = data.rfind(b"\n") + 1
+        pos = end - 1  # index of the newline ending the current line
+        base: str | None = None
+        cut = header_end
+        while pos > header_end - 1:
+            prev = data.rfind(b"\n", 0, pos)
+            line = data[prev + 1 : pos]
+            try:
+                h = decode_event(line).h
+            except _DECODE_ERRORS as exc:
+                raise StorageError(f"{path}: a line is not a valid event ({exc})") from exc
+            if h and is_cached(h):
+                base, cut = h, pos + 1
+                break
+            pos = prev
+        body = data[cut : end - 1] if end - 1 > cut else b""
+        return LogSnapshot(
+            events=self._decode_lines(body, path, 0),
+            generation=header.generation,
+            end=end,
+            base=base,
+        )
 
     @staticmethod
     def _decode_header(line: bytes, path: Path) -> LogHeader:
         try:
             return _header_decoder.decode(line)
-        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        except _DECODE_ERRORS as exc:
             raise StorageError(f"{path}: bad log header ({exc})") from exc
 
     # -- writes ------------------------------------------------------------------------------
@@ -167,12 +236,13 @@ class FileStorage:
             path = d / LOG_NAME
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
             try:
-                last_seq = self._prepare_tail(fd, path)
+                last_seq, prev_h = self._prepare_tail(fd, path)
                 out: list[Event] = []
                 chunks: list[bytes] = []
                 for ev in events:
                     last_seq += 1
-                    stamped = msgspec.structs.replace(ev, seq=last_seq)
+                    stamped = with_chain(prev_h, msgspec.structs.replace(ev, seq=last_seq))
+                    prev_h = stamped.h
                     out.append(stamped)
                     chunks.append(encode_event(stamped))
                     chunks.append(b"\n")
@@ -185,21 +255,20 @@ class FileStorage:
                 os.close(fd)
             return out
 
-    def _prepare_tail(self, fd: int, path: Path) -> int:
-        """Under the lock: write a header into a new log, repair a torn tail, and return the
-        highest ``seq`` assigned so far."""
+    def _prepare_tail(self, fd: int, path: Path) -> tuple[int, str]:
+        """Under the lock: write a header into a new log and repair a torn tail. Returns the
+        highest ``seq`` assigned so far and the chain hash of the last event."""
         size = os.fstat(fd).st_size
         if size == 0:
             header = LogHeader(generation=secrets.token_hex(8))
             os.write(fd, _encoder.encode(header) + b"\n")
             os.fsync(fd)
-            _fsync_dir(path.parent)
-            return 0
-        # Read backwards until the last complete line is found.
+            fsync_dir(path.parent)
+            return 0, CHAIN_GENESIS
         chunk = 4096
         pos = size
         tail = b""
-        while True:
+        while True:  # read backwards until the last complete line is isolated
             read_from = max(0, pos - chunk)
             tail = os.pread(fd, pos - read_from, read_from) + tail
             pos = read_from
@@ -207,49 +276,70 @@ class FileStorage:
                 break
             chunk *= 2
         if not tail.endswith(b"\n"):
-            # Torn final line: drop the incomplete bytes (never a complete event).
+            # Torn final line (a crash mid-append): drop the incomplete bytes. A complete
+            # event always ends with a newline, so nothing acknowledged is lost.
             keep = pos + tail.rfind(b"\n") + 1
-            if keep <= 0:
-                os.ftruncate(fd, 0)
-                os.fsync(fd)
-                return self._prepare_tail(fd, path)
             os.ftruncate(fd, keep)
             os.fsync(fd)
+            if keep == 0:  # even the header was torn
+                return self._prepare_tail(fd, path)
             tail = tail[: keep - pos]
         lines = tail[:-1].split(b"\n")
         last = lines[-1]
         if pos == 0 and len(lines) == 1:  # only the header
-            return self._decode_header(last, path).seq_floor
+            return self._decode_header(last, path).seq_floor, CHAIN_GENESIS
         try:
-            return decode_event(last).seq
-        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            ev = decode_event(last)
+        except _DECODE_ERRORS as exc:
             raise StorageError(
                 f"{path}: last line is not a valid event; refusing to append"
             ) from exc
+        return ev.seq, ev.h
 
-    def rewrite(self, user_id: str, keep: Callable[[Event], Event | None]) -> int:
-        with self.locked(user_id) as d:
-            path = d / LOG_NAME
-            if not path.exists():
-                return 0
-            snap = self.read_events(user_id)
+    def generation(self, user_id: str) -> str:
+        """The log's current generation ("" when there is no log)."""
+        path = self.user_dir(user_id) / LOG_NAME
+        try:
             with open(path, "rb") as f:
                 first = f.readline()
-            old_header = self._decode_header(first.rstrip(b"\n"), path)
-            max_seq = max([old_header.seq_floor] + [e.seq for e in snap.events])
+        except FileNotFoundError:
+            return ""
+        return self._decode_header(first[:-1], path).generation if first.endswith(b"\n") else ""
+
+    def rewrite(
+        self,
+        user_id: str,
+        keep: Callable[[Event], Event | None],
+        *,
+        on_rewritten: Callable[[], None] | None = None,
+    ) -> int:
+        with self.locked(user_id) as d:
+            path = d / LOG_NAME
+            opened = self._open_log(user_id)
+            if opened is None:
+                return 0
+            _, data, old_header = opened
+            header_end = data.find(b"\n") + 1
+            last_nl = data.rfind(b"\n")
+            events = self._decode_lines(data[header_end:last_nl], path, 2)
+            max_seq = max([old_header.seq_floor, *(e.seq for e in events)])
             changed = 0
             lines: list[bytes] = []
-            for ev in snap.events:
+            prev_h = CHAIN_GENESIS
+            for ev in events:
                 new = keep(ev)
                 if new is not ev:
                     changed += 1
                 if new is not None:
-                    lines.append(encode_event(new))
+                    linked = with_chain(prev_h, new)
+                    prev_h = linked.h
+                    lines.append(encode_event(linked))
             if not changed:
                 return 0
             header = LogHeader(generation=secrets.token_hex(8), seq_floor=max_seq)
-            body = b"\n".join([_encoder.encode(header), *lines]) + b"\n"
-            atomic_write(path, body)
+            atomic_write(path, b"\n".join([_encoder.encode(header), *lines]) + b"\n")
+            if on_rewritten is not None:
+                on_rewritten()  # still under the lock: e.g. purge caches of erased content
             return changed
 
     def read_settings(self, user_id: str) -> UserSettings | None:
@@ -260,11 +350,11 @@ class FileStorage:
             return None
         try:
             return _settings_decoder.decode(data)
-        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        except _DECODE_ERRORS as exc:
             raise StorageError(f"{path}: unreadable settings ({exc})") from exc
 
     def write_settings(self, user_id: str, settings: UserSettings) -> None:
         """Atomically replace the settings. Callers doing read-modify-write hold
         :meth:`locked` around both steps."""
-        d = self._ensure_user_dir(user_id)
+        d = self.ensure_user_dir(user_id)
         atomic_write(d / SETTINGS_NAME, _encoder.encode(settings) + b"\n")
