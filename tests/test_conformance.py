@@ -107,7 +107,11 @@ def run_op(store: MemoryStore, op: dict[str, Any]) -> Any:
         entry = store.log_refinement(
             op["user"], artifact_id=op["artifact_id"], project_id=op["project_id"], diff=op["diff"]
         )
-        return {"artifact_id": entry.artifact_id, "project_id": entry.project_id, "diff": entry.diff}
+        return {
+            "artifact_id": entry.artifact_id,
+            "project_id": entry.project_id,
+            "diff": entry.diff,
+        }
     raise AssertionError(f"unknown op {kind}")
 
 

@@ -26,7 +26,9 @@ def comparable(rec: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> dict[st
 
 
 def user_dir_bytes(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
 
 
 @pytest.mark.parametrize("user", ["designer_fresh", "designer"])
@@ -34,14 +36,20 @@ def test_import_reproduces_expected_retrieval(user: str, tmp_path: Path) -> None
     store = MemoryStore(tmp_path / "mem", derivation_version="1", clock=ManualClock())
     src = json.loads((PROTO / user / "preferences.json").read_text())
     n = store.import_prototype(user, PROTO / user / "preferences.json")
-    assert n == len(src["global_preferences"]) + sum(len(v) for v in src["project_overrides"].values())
+    assert n == len(src["global_preferences"]) + sum(
+        len(v) for v in src["project_overrides"].values()
+    )
     expected = json.loads((PROTO / user / "expected-retrieval.json").read_text())
     all_src = src["global_preferences"] + [r for v in src["project_overrides"].values() for r in v]
     by_id = {r["id"]: r for r in all_src}
     for ctx_json, exp in expected.items():
         ctx = json.loads(ctx_json)
         got = store.retrieve_for_injection(user, ctx)
-        parts = {"positives": "positives", "negatives": "negatives", "project_overrides": "projectOverrides"}
+        parts = {
+            "positives": "positives",
+            "negatives": "negatives",
+            "project_overrides": "projectOverrides",
+        }
         for part, theirs in parts.items():
             assert [comparable(r.to_dict(), by_id) for r in getattr(got, part)] == [
                 comparable(r, by_id) for r in exp["retrieval"][theirs]
@@ -70,17 +78,26 @@ def test_later_signals_accumulate_on_imported_records(tmp_path: Path) -> None:
     store = MemoryStore(tmp_path / "mem", derivation_version="1", clock=ManualClock())
     store.import_prototype("d", PROTO / "designer_fresh" / "preferences.json")
     before = {(r.preference_type, r.pattern, r.polarity): r for r in store.list_preferences("d")}
-    key = next(k for k, r in before.items() if r.polarity_status == "stable" and r.scope == "global")
+    key = next(
+        k for k, r in before.items() if r.polarity_status == "stable" and r.scope == "global"
+    )
     rec = store.ingest_signal(
         "d",
         {
-            "signal_type": "explicit_tag", "pattern": key[1], "preference_type": key[0],
-            "polarity": key[2], "scope": "global", "timestamp": "2026-02-01T00:00:00Z",
+            "signal_type": "explicit_tag",
+            "pattern": key[1],
+            "preference_type": key[0],
+            "polarity": key[2],
+            "scope": "global",
+            "timestamp": "2026-02-01T00:00:00Z",
         },
     )
     assert rec is not None and rec.id == before[key].id
     assert rec.signal_strength == min(1.0, before[key].signal_strength + 0.15)
-    assert rec.accept_count + rec.reject_count == before[key].accept_count + before[key].reject_count + 1
+    assert (
+        rec.accept_count + rec.reject_count
+        == before[key].accept_count + before[key].reject_count + 1
+    )
 
 
 @pytest.mark.parametrize(

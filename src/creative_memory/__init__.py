@@ -54,7 +54,7 @@ __all__ = [
     "RetrievalResult",
     "StorageError",
     "ValidationError",
+    "__version__",
     "adapter",
     "build_prompt_block",
-    "__version__",
 ]

@@ -79,7 +79,11 @@ def classify(meta: object, field: str = "artifact_meta") -> list[dict[str, str]]
         )
     signals = meta.get("signals") if isinstance(meta, Mapping) else None
     if not isinstance(signals, list):
-        got = "undefined" if not isinstance(meta, Mapping) or "signals" not in meta else _js_type(signals)
+        got = (
+            "undefined"
+            if not isinstance(meta, Mapping) or "signals" not in meta
+            else _js_type(signals)
+        )
         raise ValidationError(
             f"{field}.signals",
             f"{field}.signals must be an array. Got {got}. "
@@ -203,9 +207,10 @@ def on_pairwise_comparison(store: MemoryStore, event: Event) -> list[Preference 
     chose = _side(event.get("chose"), "chose")
     over = _side(event.get("over"), "over")
     dims = event.get("dimensions")
-    if dims is not None:
-        if not isinstance(dims, list) or not all(isinstance(d, str) for d in dims):
-            raise ValidationError("dimensions", "dimensions must be a list of strings")
+    if dims is not None and (
+        not isinstance(dims, list) or not all(isinstance(d, str) for d in dims)
+    ):
+        raise ValidationError("dimensions", "dimensions must be a list of strings")
     project_id = event.get("project_id") or None
     if project_id is not None:
         validate_project_id(project_id)

@@ -38,7 +38,6 @@ from .events import (
 from .models import DecayResult, Preference, Refinement
 from .timeutil import MS_PER_DAY, format_ts, ts_to_ms
 
-
 _B36 = "abcdefghijklmnopqrstuvwxyz0123456789"
 _OTHER = {"positive": "negative", "negative": "positive"}
 
@@ -109,7 +108,7 @@ def new_state(version: str) -> DerivedState:
 class _Bucket:
     """One record list (global, or one project) with first-match indexes."""
 
-    __slots__ = ("records", "first", "by_id")
+    __slots__ = ("by_id", "first", "records")
 
     def __init__(self) -> None:
         self.records: list[Preference] = []
@@ -300,7 +299,9 @@ class DerivedState:
             self._reversal(bucket, opp, ev, w, decay_at)
             return opp
         if same is None:
-            scope = "project:" + ev.project_id if ev.scope == "project" and ev.project_id else "global"
+            scope = (
+                "project:" + ev.project_id if ev.scope == "project" and ev.project_id else "global"
+            )
             rec = self._new_record(ev, ev.polarity, clamp(inc, 0.0, 1.0), scope, None, decay_at)
             bucket.add(rec)
             return rec
@@ -463,8 +464,21 @@ def derive(events: Iterable[Event], version: str) -> DerivedState:
 def legacy_record_fields() -> tuple[str, ...]:
     """Field names of a prototype record, in the prototype's key order (engine.md §3.1)."""
     return (
-        "id", "preference_type", "pattern", "polarity", "signal_strength", "confidence",
-        "sources", "accept_count", "reject_count", "explicit_tags", "last_seen", "decay_at",
-        "scope", "reversal_signals", "reversal_first_seen", "polarity_status", "shadow_of",
+        "id",
+        "preference_type",
+        "pattern",
+        "polarity",
+        "signal_strength",
+        "confidence",
+        "sources",
+        "accept_count",
+        "reject_count",
+        "explicit_tags",
+        "last_seen",
+        "decay_at",
+        "scope",
+        "reversal_signals",
+        "reversal_first_seen",
+        "polarity_status",
+        "shadow_of",
     )
-

@@ -201,8 +201,7 @@ def build_signal_event(signal: Mapping[str, Any], now_ms: int, recorded_at: str)
     if not isinstance(signal_type, str) or signal_type not in SIGNAL_WEIGHTS:
         raise ValidationError(
             "signal_type",
-            f"Unknown signal_type: {_show(signal_type)}. "
-            f"Known: {', '.join(SIGNAL_WEIGHTS)}.",
+            f"Unknown signal_type: {_show(signal_type)}. Known: {', '.join(SIGNAL_WEIGHTS)}.",
         )
     scope = signal.get("scope")
     project_id = signal.get("project_id")

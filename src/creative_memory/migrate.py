@@ -96,7 +96,9 @@ def parse_prototype(data: bytes, recorded_at: str) -> PrototypeFile:
     if not isinstance(doc, dict):
         raise ValidationError("file", "the top level must be a JSON object")
     if doc.get("schema_version") != SCHEMA_VERSION:
-        raise _fail("schema_version", f'must be "{SCHEMA_VERSION}", got {doc.get("schema_version")!r}')
+        raise _fail(
+            "schema_version", f'must be "{SCHEMA_VERSION}", got {doc.get("schema_version")!r}'
+        )
     enabled = doc.get("memory_enabled")
     if not isinstance(enabled, bool):
         raise _fail("memory_enabled", "must be true or false")

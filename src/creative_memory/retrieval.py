@@ -12,6 +12,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from .constants import (
+    CHARS_PER_TOKEN,
     HEADER_TOKEN_OVERHEAD,
     INJECTION_THRESHOLD,
     LINE_TOKEN_OVERHEAD,
@@ -21,7 +22,6 @@ from .constants import (
     NEGATIVE_BUDGET_RATIO,
     NEGATIVE_PRIORITY_MULTIPLIER,
     TOKEN_BUDGET,
-    CHARS_PER_TOKEN,
 )
 from .errors import ValidationError
 from .events import validate_project_id
@@ -118,7 +118,8 @@ def retrieve(
                         "override_strength": o.signal_strength if o else 0,
                         "project_id": project_id,
                         "trace": f"{project_id} override {kind} active — global {kind} "
-                        f"({g.polarity}, {fixed2(g.signal_strength)}) suppressed for this generation",
+                        f"({g.polarity}, {fixed2(g.signal_strength)}) "
+                        "suppressed for this generation",
                     }
                 )
         kept = [g for g in global_records if g.preference_type + "\0" + g.pattern not in keys]
@@ -191,7 +192,8 @@ def retrieve(
                         "type": "diversity_backfill",
                         "backfilled_count": len(bf),
                         "backfilled_patterns": [r.pattern for r in bf],
-                        "trace": f"Diversity backfill: {len(bf)} positive(s) promoted from overflow",
+                        "trace": f"Diversity backfill: {len(bf)} positive(s) "
+                        "promoted from overflow",
                     }
                 )
             diagnostics.append(
@@ -278,7 +280,8 @@ def retrieve(
                     "pattern": r.pattern,
                     "estimated_tokens_at_cut": used,
                     "budget": TOKEN_BUDGET,
-                    "trace": f"Token budget: {r.pattern} dropped at {used}/{TOKEN_BUDGET} est. tokens",
+                    "trace": f"Token budget: {r.pattern} dropped at "
+                    f"{used}/{TOKEN_BUDGET} est. tokens",
                 }
             )
             continue

@@ -19,10 +19,9 @@ from typing import Any
 
 import msgspec
 
+from .cache import DEFAULT_CACHE_CAPACITY, FileDerivationCache, cache_key
 from .constants import DERIVATION_VERSION
 from .derivation import DerivedState, check_version, new_state
-
-SNAPSHOT_NAME = "snapshot.json"
 from .errors import ValidationError
 from .events import (
     ComparisonEvent,
@@ -39,12 +38,13 @@ from .events import (
 from .migrate import parse_prototype
 from .models import DecayResult, Preference, Refinement, RetrievalResult
 from .retrieval import parse_context, retrieve
-from .cache import DEFAULT_CACHE_CAPACITY, FileDerivationCache, cache_key
 from .storage import FileStorage, LogSnapshot, UserSettings
 from .storage.files import atomic_write
 from .timeutil import format_ts, instant_to_ms
 
 Clock = Callable[[], int]
+
+SNAPSHOT_NAME = "snapshot.json"
 
 
 def wall_clock_ms() -> int:
@@ -78,9 +78,7 @@ class MemoryStore:
         cache_capacity: int = DEFAULT_CACHE_CAPACITY,
     ) -> None:
         if isinstance(root, str) and root.startswith(("postgresql://", "postgres://")):
-            raise ValidationError(
-                "root", "the PostgreSQL backend is not available in this version"
-            )
+            raise ValidationError("root", "the PostgreSQL backend is not available in this version")
         self.derivation_version = check_version(
             DERIVATION_VERSION if derivation_version is None else derivation_version
         )
@@ -175,7 +173,9 @@ class MemoryStore:
                 rec = state.apply(ev)
                 memo.head = ev.h
                 if ev.seq in wanted:
-                    touched[ev.seq] = state.export_record(rec) if isinstance(rec, Preference) else rec
+                    touched[ev.seq] = (
+                        state.export_record(rec) if isinstance(rec, Preference) else rec
+                    )
             memo.end = snap.end
             if write_back and memo.head and memo.head != memo.written:
                 self._write_back(user_id, memo)
@@ -198,7 +198,9 @@ class MemoryStore:
                 "last_derived_event_seq": state.last_seq,
                 "preferences": [state.export_record(r).to_dict() for r in state.all_records()],
             }
-            atomic_write(d / SNAPSHOT_NAME, msgspec.json.format(msgspec.json.encode(snapshot)) + b"\n")
+            atomic_write(
+                d / SNAPSHOT_NAME, msgspec.json.format(msgspec.json.encode(snapshot)) + b"\n"
+            )
             memo.written = memo.head
 
     def _append(
@@ -354,7 +356,9 @@ class MemoryStore:
             raise ValidationError("enabled", "enabled must be true or false")
         self._update_settings(user_id, lambda s: msgspec.structs.replace(s, memory_enabled=enabled))
 
-    def _update_settings(self, user_id: str, change: Callable[[UserSettings], UserSettings]) -> None:
+    def _update_settings(
+        self, user_id: str, change: Callable[[UserSettings], UserSettings]
+    ) -> None:
         with self._storage.locked(user_id):
             new = change(self._settings(user_id))
             self._storage.write_settings(user_id, new)
@@ -375,7 +379,9 @@ class MemoryStore:
                 missing = state.project_records(project) is None
             if missing:
                 now = self._recorded_at()
-                self._append(user_id, [ProjectAnchorEvent(at=now, recorded_at=now, project_id=project)])
+                self._append(
+                    user_id, [ProjectAnchorEvent(at=now, recorded_at=now, project_id=project)]
+                )
         if not self._storage.user_exists(user_id):
             self._storage.write_settings(user_id, self._settings(user_id))
 
@@ -398,8 +404,11 @@ class MemoryStore:
         )
         if self._is_paused(self._settings(user_id)):
             return Refinement(
-                id="ref_unsaved", artifact_id=ev.artifact_id, project_id=ev.project_id,
-                timestamp=ev.at, diff=ev.diff,
+                id="ref_unsaved",
+                artifact_id=ev.artifact_id,
+                project_id=ev.project_id,
+                timestamp=ev.at,
+                diff=ev.diff,
             )
         (entry,) = self._append(user_id, [ev])
         assert isinstance(entry, Refinement)
@@ -493,7 +502,9 @@ class MemoryStore:
         }
         have_refs = {e.ref_id for e in existing if isinstance(e, RefinementEvent) and e.ref_id}
         new_records = [
-            e for e in parsed.records if (e.bucket, msgspec.json.encode(e.record)) not in have_records
+            e
+            for e in parsed.records
+            if (e.bucket, msgspec.json.encode(e.record)) not in have_records
         ]
         new_refs = [e for e in parsed.refinements if e.ref_id not in have_refs]
         if new_records or new_refs:
@@ -587,20 +598,38 @@ def _forget_filter(
     ev: Event, preference_type: str, pattern: str, project_id: str | None
 ) -> Event | None:
     if isinstance(ev, SignalEvent):
-        if _in_bucket(ev, project_id) and ev.preference_type == preference_type and ev.pattern == pattern:
+        if (
+            _in_bucket(ev, project_id)
+            and ev.preference_type == preference_type
+            and ev.pattern == pattern
+        ):
             return None
         return ev
     if isinstance(ev, LegacyRecordEvent):
         r = ev.record
-        if ev.bucket == project_id and r.get("preference_type") == preference_type and r.get("pattern") == pattern:
+        if (
+            ev.bucket == project_id
+            and r.get("preference_type") == preference_type
+            and r.get("pattern") == pattern
+        ):
             return None
         return ev
     if isinstance(ev, ComparisonEvent):
         if not _in_bucket(ev, project_id):
             return ev
+
         def strip(side: Any) -> Any:
-            feats = [f for f in side.features if not (f.preference_type == preference_type and f.pattern == pattern)]
-            return side if len(feats) == len(side.features) else msgspec.structs.replace(side, features=feats)
+            feats = [
+                f
+                for f in side.features
+                if not (f.preference_type == preference_type and f.pattern == pattern)
+            ]
+            return (
+                side
+                if len(feats) == len(side.features)
+                else msgspec.structs.replace(side, features=feats)
+            )
+
         chose, over = strip(ev.chose), strip(ev.over)
         if chose is ev.chose and over is ev.over:
             return ev

@@ -6,7 +6,7 @@ Instants are integer milliseconds since the Unix epoch.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 
 from .errors import ValidationError
@@ -95,7 +95,9 @@ def try_parse_ts(text: str) -> int | None:
 def parse_ts(text: object, field: str = "timestamp") -> int:
     """Like :func:`try_parse_ts` but raises :class:`ValidationError` naming ``field``."""
     if not isinstance(text, str):
-        raise ValidationError(field, f"{field} must be an ISO 8601 string, got {type(text).__name__}")
+        raise ValidationError(
+            field, f"{field} must be an ISO 8601 string, got {type(text).__name__}"
+        )
     ms = try_parse_ts(text)
     if ms is None:
         raise ValidationError(field, f'{field} "{text}" is not a valid ISO date string')
@@ -109,10 +111,7 @@ def format_ts(ms: int) -> str:
     secs, millis = divmod(rem, 1000)
     h, secs = divmod(secs, 3600)
     mi, s = divmod(secs, 60)
-    if 0 <= y <= 9999:
-        ys = f"{y:04d}"
-    else:
-        ys = f"{'+' if y > 0 else '-'}{abs(y):06d}"
+    ys = f"{y:04d}" if 0 <= y <= 9999 else f"{'+' if y > 0 else '-'}{abs(y):06d}"
     return f"{ys}-{mo:02d}-{d:02d}T{h:02d}:{mi:02d}:{s:02d}.{millis:03d}Z"
 
 
@@ -147,7 +146,7 @@ def datetime_to_ms(dt: datetime, field: str = "now") -> int:
     """An aware ``datetime`` to epoch ms, floored to the millisecond."""
     if dt.tzinfo is None or dt.utcoffset() is None:
         raise ValidationError(field, f"{field} must be a timezone-aware datetime")
-    delta = dt.astimezone(timezone.utc) - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    delta = dt.astimezone(UTC) - datetime(1970, 1, 1, tzinfo=UTC)
     return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
 

@@ -42,7 +42,9 @@ class EventLogStorage(Protocol):
 
     def user_exists(self, user_id: str) -> bool: ...
 
-    def read_events(self, user_id: str, *, generation: str | None = None, start: int = 0) -> LogSnapshot:
+    def read_events(
+        self, user_id: str, *, generation: str | None = None, start: int = 0
+    ) -> LogSnapshot:
         """Events from ``start`` when ``generation`` still matches, else the whole log."""
         ...
 
