@@ -239,3 +239,37 @@ def _optional_str(mapping: Mapping[str, Any], key: str) -> str | None:
     if not isinstance(value, str):
         raise ValidationError(key, f"{key} must be a string or null, got {type(value).__name__}")
     return value
+
+
+def validate_stored_event(ev: Event, where: str = "event") -> None:
+    """Semantic checks for an event read from outside (an archive): the same rules the
+    store applies when it creates events. Raises :class:`ValidationError`."""
+    from .timeutil import try_parse_ts
+
+    for name in ("at", "recorded_at"):
+        if try_parse_ts(getattr(ev, name)) is None:
+            raise ValidationError(f"{where}.{name}", f"{where}.{name} is not a valid timestamp")
+    if isinstance(ev, SignalEvent):
+        if ev.signal_type not in SIGNAL_WEIGHTS:
+            raise ValidationError(f"{where}.signal_type", f"unknown signal_type {ev.signal_type!r}")
+        if ev.polarity not in ("positive", "negative"):
+            raise ValidationError(f"{where}.polarity", f"bad polarity {ev.polarity!r}")
+        if not ev.pattern or not ev.preference_type:
+            raise ValidationError(f"{where}.pattern", "pattern and preference_type are required")
+        if ev.scope == "project":
+            validate_project_id(ev.project_id)
+        elif ev.scope != "global" or ev.project_id is not None:
+            raise ValidationError(f"{where}.scope", f"bad scope {ev.scope!r}")
+    elif isinstance(ev, ComparisonEvent):
+        if ev.scope == "project":
+            validate_project_id(ev.project_id)
+        elif ev.scope != "global":
+            raise ValidationError(f"{where}.scope", f"bad scope {ev.scope!r}")
+    elif isinstance(ev, ProjectAnchorEvent):
+        validate_project_id(ev.project_id)
+    elif isinstance(ev, LegacyRecordEvent):
+        from .migrate import validate_record
+
+        if ev.bucket is not None:
+            validate_project_id(ev.bucket)
+        validate_record(ev.record, f"{where}.record", ev.bucket)

@@ -55,7 +55,7 @@ def _fail(field: str, message: str) -> ValidationError:
     return ValidationError(field, f"{field}: {message}")
 
 
-def _record(raw: object, where: str, bucket: str | None) -> dict[str, Any]:
+def validate_record(raw: object, where: str, bucket: str | None) -> dict[str, Any]:
     if not isinstance(raw, Mapping):
         raise _fail(where, "must be an object")
     out: dict[str, Any] = {}
@@ -118,7 +118,8 @@ def parse_prototype(data: bytes, recorded_at: str) -> PrototypeFile:
         return LegacyRecordEvent(at=at, recorded_at=recorded_at, bucket=bucket, record=rec)
 
     records = [
-        event(_record(r, f"global_preferences[{i}]", None), None) for i, r in enumerate(globals_)
+        event(validate_record(r, f"global_preferences[{i}]", None), None)
+        for i, r in enumerate(globals_)
     ]
     for pid, recs in overrides.items():
         try:
@@ -128,7 +129,8 @@ def parse_prototype(data: bytes, recorded_at: str) -> PrototypeFile:
         if not isinstance(recs, list):
             raise _fail(f"project_overrides.{pid}", "must be a list")
         records += [
-            event(_record(r, f"project_overrides.{pid}[{i}]", pid), pid) for i, r in enumerate(recs)
+            event(validate_record(r, f"project_overrides.{pid}[{i}]", pid), pid)
+            for i, r in enumerate(recs)
         ]
     ids: set[str] = set()
     for ev in records:

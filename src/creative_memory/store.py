@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from .archive import decode_archive, encode_archive, event_identity
 from .cache import DEFAULT_CACHE_CAPACITY, FileDerivationCache, cache_key
 from .constants import DERIVATION_VERSION
 from .derivation import DerivedState, check_version, new_state
@@ -33,8 +34,10 @@ from .events import (
     SignalEvent,
     build_signal_event,
     validate_project_id,
+    validate_stored_event,
     validate_user_id,
 )
+from .explain import Explanation, explain
 from .migrate import parse_prototype
 from .models import DecayResult, Preference, Refinement, RetrievalResult
 from .retrieval import parse_context, retrieve
@@ -471,13 +474,10 @@ class MemoryStore:
         """Rewrite the log, then — under the same lock — delete every derived artefact
         (cache entries, snapshot) that may hold erased content, and re-derive."""
 
-        def purge() -> None:
-            self._cache(user_id).clear()
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self._storage.user_dir(user_id) / SNAPSHOT_NAME)
-
         with self._memo_lock:
-            changed = self._storage.rewrite(user_id, keep, on_rewritten=purge)
+            changed = self._storage.rewrite(
+                user_id, keep, on_rewritten=lambda: self._purge_derived(user_id)
+            )
             if changed:
                 self._memo.pop(user_id, None)
                 self._refresh(user_id, write_back=True)
@@ -567,6 +567,109 @@ class MemoryStore:
         """Every raw event of the user, in ``seq`` order."""
         validate_user_id(user_id)
         return self._storage.read_events(user_id).events
+
+    def inspect(self, user_id: str, project_id: str | None = None) -> dict[str, Any]:
+        """Everything about the user's memory, JSON-ready: ``settings``, ``preferences``
+        (every derived record with provenance), ``retrieval`` (result and diagnostics for
+        ``project_id``). Schema: docs/inspect.schema.json."""
+        validate_user_id(user_id)
+        if project_id is not None:
+            validate_project_id(project_id)
+        settings = self._settings(user_id)
+        context = None if project_id is None else {"project_id": project_id}
+        retrieval = self.retrieve_for_injection(user_id, context)
+        return {
+            "user_id": user_id,
+            "derivation_version": self.derivation_version,
+            "settings": {
+                **msgspec.to_builtins(settings),
+                "paused_now": self._is_paused(settings),
+            },
+            "preferences": [r.to_dict() for r in self._all_records(user_id)],
+            "event_count": len(self.events(user_id)),
+            "project_id": project_id,
+            "retrieval": retrieval.to_dict(),
+        }
+
+    def _all_records(self, user_id: str) -> list[Preference]:
+        if not self._storage.user_exists(user_id):
+            return []
+        with self._memo_lock:
+            state, _ = self._refresh(user_id, write_back=True)
+            return [state.export_record(r) for r in state.all_records()]
+
+    def explain(
+        self,
+        user_id: str,
+        preference_type: str,
+        pattern: str,
+        *,
+        project_id: str | None = None,
+    ) -> Explanation:
+        """The derivation trace of (``preference_type``, ``pattern``) in the global list or
+        ``project_id``'s: every contributing raw event and what it did, ending at the
+        current records."""
+        validate_user_id(user_id)
+        for name, value in (("preference_type", preference_type), ("pattern", pattern)):
+            if not isinstance(value, str) or not value:
+                raise ValidationError(name, f"{name} must be a non-empty string")
+        if project_id is not None:
+            validate_project_id(project_id)
+        return explain(
+            self.events(user_id), self.derivation_version, preference_type, pattern, project_id
+        )
+
+    def export_memory(self, user_id: str, path: str | os.PathLike[str]) -> None:
+        """Write a versioned, checksummed archive of the user's raw events and settings."""
+        validate_user_id(user_id)
+        data = encode_archive(user_id, self._settings(user_id), self.events(user_id))
+        target = Path(path)
+        if not target.parent.is_dir():
+            raise ValidationError("path", f"directory {target.parent} does not exist")
+        atomic_write(target, data)
+
+    def import_memory(
+        self, user_id: str, path: str | os.PathLike[str], *, mode: str = "merge"
+    ) -> int:
+        """Import an archive. ``merge`` appends the events not already present (by content)
+        and keeps local settings; ``replace`` makes the user's log and settings exactly the
+        archive's. Everything is validated before anything is written. Returns events added."""
+        validate_user_id(user_id)
+        if mode not in ("merge", "replace"):
+            raise ValidationError("mode", f'mode must be "merge" or "replace", got {mode!r}')
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            raise ValidationError("path", f"cannot read {path}: {exc.strerror}") from exc
+        archive = decode_archive(data)
+        for i, ev in enumerate(archive.events):
+            validate_stored_event(ev, f"events[{i}]")
+        local = self.events(user_id)
+        if mode == "replace" or not local:
+            had_settings = self._storage.read_settings(user_id) is not None
+            self._replace_log(user_id, archive.events)
+            if mode == "replace" or not had_settings:
+                self._storage.write_settings(user_id, archive.settings)
+            return len(archive.events)
+        have = {event_identity(e) for e in local}
+        fresh = [e for e in archive.events if event_identity(e) not in have]
+        if fresh:
+            self._append(user_id, [msgspec.structs.replace(e, seq=0, h="") for e in fresh])
+        return len(fresh)
+
+    def _replace_log(self, user_id: str, events: Sequence[Event]) -> None:
+        with self._memo_lock:
+            self._storage.replace_all(
+                user_id, events, on_rewritten=lambda: self._purge_derived(user_id)
+            )
+            self._memo.pop(user_id, None)
+
+    def _purge_derived(self, user_id: str) -> None:
+        """Delete every derived artefact (cache entries, snapshot) of the user; called under
+        the user's lock right after the log was rewritten."""
+        self._cache(user_id).clear()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._storage.user_dir(user_id) / SNAPSHOT_NAME)
 
 
 def _scope_project(scope: object) -> str | None:

@@ -342,6 +342,37 @@ class FileStorage:
                 on_rewritten()  # still under the lock: e.g. purge caches of erased content
             return changed
 
+    def replace_all(
+        self,
+        user_id: str,
+        events: Sequence[Event],
+        *,
+        on_rewritten: Callable[[], None] | None = None,
+    ) -> None:
+        """Atomically replace the whole log with ``events`` (keeping their ``seq``; the chain
+        is recomputed). ``seq_floor`` keeps every number ever used here unusable."""
+        with self.locked(user_id) as d:
+            path = d / LOG_NAME
+            floor = 0
+            opened = self._open_log(user_id)
+            if opened is not None:
+                _, data, old_header = opened
+                header_end = data.find(b"\n") + 1
+                last_nl = data.rfind(b"\n")
+                old = self._decode_lines(data[header_end:last_nl], path, 2)
+                floor = max([old_header.seq_floor, *(e.seq for e in old)])
+            lines: list[bytes] = []
+            prev_h = CHAIN_GENESIS
+            for ev in events:
+                linked = with_chain(prev_h, ev)
+                prev_h = linked.h
+                lines.append(encode_event(linked))
+            floor = max([floor, *(e.seq for e in events)])
+            header = LogHeader(generation=secrets.token_hex(8), seq_floor=floor)
+            atomic_write(path, b"\n".join([_encoder.encode(header), *lines]) + b"\n")
+            if on_rewritten is not None:
+                on_rewritten()
+
     def read_settings(self, user_id: str) -> UserSettings | None:
         path = self.user_dir(user_id) / SETTINGS_NAME
         try:

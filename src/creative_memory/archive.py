@@ -1,0 +1,100 @@
+"""Export archives: one versioned, checksummed JSON document of a user's raw events and
+settings (not the cache). Pure encoding and validation; the store does the I/O.
+
+Format (``docs/formats.md``)::
+
+    {"format": "creative-memory-archive", "archive_version": 1, "user_id": ...,
+     "settings": {...}, "events": [...], "checksum": "sha256:<hex>"}
+
+The checksum is SHA-256 over the canonical JSON encoding of the document without its
+``checksum`` key. Encoding is deterministic, so export → import → export is byte-identical.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Final
+
+import msgspec
+
+from .errors import ValidationError
+from .events import CHAIN_GENESIS, Event, chain_hash
+from .storage.base import UserSettings
+
+ARCHIVE_FORMAT: Final = "creative-memory-archive"
+ARCHIVE_VERSION: Final = 1
+
+
+class _Body(msgspec.Struct, kw_only=True):
+    format: str
+    archive_version: int
+    user_id: str
+    settings: UserSettings
+    events: list[Event]
+
+
+class Archive(_Body, kw_only=True):
+    checksum: str
+
+
+_encoder = msgspec.json.Encoder()
+
+
+def _checksum(body: _Body) -> str:
+    return "sha256:" + hashlib.sha256(_encoder.encode(body)).hexdigest()
+
+
+def encode_archive(user_id: str, settings: UserSettings, events: list[Event]) -> bytes:
+    body = _Body(
+        format=ARCHIVE_FORMAT,
+        archive_version=ARCHIVE_VERSION,
+        user_id=user_id,
+        settings=settings,
+        events=events,
+    )
+    doc = Archive(**msgspec.structs.asdict(body), checksum=_checksum(body))
+    return _encoder.encode(doc) + b"\n"
+
+
+def decode_archive(data: bytes) -> Archive:
+    """Parse and verify an archive; raises :class:`ValidationError` naming what is wrong."""
+    try:
+        raw: Any = msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise ValidationError("archive", f"archive is not valid JSON ({exc})") from exc
+    if not isinstance(raw, dict) or raw.get("format") != ARCHIVE_FORMAT:
+        raise ValidationError("archive", "not a creative-memory archive (format field)")
+    if raw.get("archive_version") != ARCHIVE_VERSION:
+        raise ValidationError(
+            "archive_version",
+            f"unsupported archive_version {raw.get('archive_version')!r} "
+            f"(this version reads {ARCHIVE_VERSION})",
+        )
+    try:
+        doc = msgspec.convert(raw, Archive)
+    except msgspec.ValidationError as exc:
+        raise ValidationError("archive", f"malformed archive: {exc}") from exc
+    body = _Body(
+        format=doc.format,
+        archive_version=doc.archive_version,
+        user_id=doc.user_id,
+        settings=doc.settings,
+        events=doc.events,
+    )
+    if _checksum(body) != doc.checksum:
+        raise ValidationError("checksum", "archive checksum mismatch: the file was modified")
+    prev = CHAIN_GENESIS
+    last_seq = 0
+    for i, ev in enumerate(doc.events):
+        if ev.seq <= last_seq:
+            raise ValidationError(f"events[{i}].seq", "seq numbers must strictly increase")
+        last_seq = ev.seq
+        if ev.h != chain_hash(prev, ev):
+            raise ValidationError(f"events[{i}].h", "hash chain broken: events were altered")
+        prev = ev.h
+    return doc
+
+
+def event_identity(ev: Event) -> bytes:
+    """Content identity of an event for merging: everything but ``seq`` and ``h``."""
+    return _encoder.encode(msgspec.structs.replace(ev, seq=0, h=""))
