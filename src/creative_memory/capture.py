@@ -1,0 +1,572 @@
+"""Capture policy (design.md §3): the host-side component between a host tool and the store.
+
+A host reports what happened in its UI as wire-format events (api.md: the handler's name
+without ``on_`` in ``"event"``, plus two capture-only kinds, ``generation_started`` and
+``tab_activated``). :class:`CaptureLayer` decides what becomes feedback, redacts it and calls
+the adapter handlers:
+
+========================  ===============================================================
+event                     capture rule (defaults; each configurable in CaptureConfig)
+========================  ===============================================================
+generation_accepted       only an explicit "Use this" (``trigger`` absent or ``explicit``);
+                          tab promotion / idle preview are rejected
+artifact_edited_and_saved coalesced per ``(user, artifact_id, session_id)``: the first save
+                          opens a 30 s window, later saves in it are merged, one signal is
+                          delivered when the window expires (or on ``close()``)
+explicit_tag_applied      explicit tags only (``trigger`` ``chat_nlp`` is rejected); the tag
+                          must be in ``TAG_POLARITY`` (the adapter checks)
+thumbs_rated              repeated clicks with the same rating on one artifact within
+                          ``thumbs_debounce_s`` of the previous click count once
+generation_abandoned      explicit discard (or a host-detected new generation); never on
+                          inactivity
+(inferred abandonment)    ``generation_started`` while a previous generation of the same
+                          session is still unsettled abandons it: only the active tab
+                          (``abandon_mode="active_tab"``) or every pending one
+                          (``"any_pending"``)
+revert_after_edit         history-panel revert only (undo / VCS revert are rejected)
+pairwise_comparison       delivered as is
+========================  ===============================================================
+
+A generation is *settled* (no longer a candidate for inferred abandonment) once it is
+accepted, edited and saved, explicitly abandoned, or part of a pairwise comparison.
+
+Time is passed in explicitly (``now``: epoch ms, ISO string or aware ``datetime``), so every
+rule is testable without sleeping. Pending coalesced edits are flushed when their window
+expires (checked on every call; call :meth:`CaptureLayer.tick` periodically) and on
+:meth:`CaptureLayer.close` — nothing is silently lost. A flushed event whose delivery fails
+with a storage error stays pending and is retried on the next call.
+
+Every call returns a :class:`CaptureReport` counting accepted / coalesced / rejected events
+with reasons (the shape of the daemon's ``POST /api/v1/events`` answer). Reasons are redacted
+too: an error message can echo user text.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from . import adapter
+from .errors import ValidationError
+from .events import validate_project_id
+from .redaction import RedactionPolicy
+from .timeutil import instant_to_ms, try_parse_ts
+
+if TYPE_CHECKING:
+    from .store import MemoryStore
+
+AbandonMode = Literal["active_tab", "any_pending"]
+Status = Literal["accepted", "coalesced", "rejected", "flushed", "failed", "inferred"]
+Instant = int | str | datetime
+Handler = Callable[["MemoryStore", Mapping[str, Any]], Sequence[Any]]
+
+CAPTURE_ONLY_KINDS = ("generation_started", "tab_activated")
+
+
+@dataclass(frozen=True)
+class CaptureConfig:
+    """Capture rules. Trigger sets name the host's ``trigger`` values that count; an event
+    without a ``trigger`` is taken as the canonical explicit action."""
+
+    coalesce_window_s: float = 30.0
+    thumbs_debounce_s: float = 2.0
+    abandon_mode: AbandonMode = "active_tab"
+    accept_triggers: frozenset[str] = frozenset({"explicit"})
+    edit_triggers: frozenset[str] = frozenset({"manual_edit", "bridge_save", "finalize_save"})
+    tag_triggers: frozenset[str] = frozenset({"explicit"})
+    abandon_triggers: frozenset[str] = frozenset({"explicit_discard", "new_generation"})
+    revert_triggers: frozenset[str] = frozenset({"history_panel"})
+
+    def __post_init__(self) -> None:
+        if self.coalesce_window_s < 0 or self.thumbs_debounce_s < 0:
+            raise ValueError("capture windows must be >= 0 seconds")
+        if self.abandon_mode not in ("active_tab", "any_pending"):
+            raise ValueError(
+                f"abandon_mode must be 'active_tab' or 'any_pending', got {self.abandon_mode!r}"
+            )
+
+
+@dataclass(frozen=True)
+class CaptureResult:
+    """What happened to one event. ``index`` is its position in the submitted batch
+    (``None`` for flushed or inferred events)."""
+
+    event: str
+    status: Status
+    reason: str | None = None
+    artifact_id: str | None = None
+    index: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "event": self.event,
+            "status": self.status,
+            "reason": self.reason,
+            "artifact_id": self.artifact_id,
+            "index": self.index,
+        }
+
+
+@dataclass
+class CaptureReport:
+    results: list[CaptureResult] = field(default_factory=list)
+    redactions: Counter[str] = field(default_factory=Counter)
+
+    def _count(self, *statuses: str) -> int:
+        return sum(r.status in statuses for r in self.results)
+
+    @property
+    def accepted(self) -> int:
+        """Submitted events taken (delivered now, or opening a coalescing window)."""
+        return self._count("accepted")
+
+    @property
+    def coalesced(self) -> int:
+        """Submitted events merged into a pending one (edit-saves, repeated thumbs)."""
+        return self._count("coalesced")
+
+    @property
+    def rejected(self) -> int:
+        """Submitted events refused by a capture rule or by validation."""
+        return self._count("rejected")
+
+    @property
+    def flushed(self) -> int:
+        """Pending coalesced events delivered during this call."""
+        return self._count("flushed")
+
+    @property
+    def failed(self) -> int:
+        """Pending coalesced events that the store refused when delivered."""
+        return self._count("failed")
+
+    @property
+    def inferred(self) -> int:
+        """Abandonments inferred from a new generation start."""
+        return self._count("inferred")
+
+    def extend(self, other: CaptureReport) -> None:
+        self.results.extend(other.results)
+        self.redactions.update(other.redactions)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "accepted": self.accepted,
+            "coalesced": self.coalesced,
+            "rejected": self.rejected,
+            "flushed": self.flushed,
+            "failed": self.failed,
+            "inferred": self.inferred,
+            "redactions": dict(sorted(self.redactions.items())),
+            "results": [r.to_dict() for r in self.results],
+        }
+
+
+@dataclass
+class _EditWindow:
+    opened_ms: int
+    deadline_ms: int
+    order: int
+    events: list[dict[str, Any]]
+
+
+@dataclass
+class _Generation:
+    event: dict[str, Any]  # redacted generation_started payload (fields of an abandon event)
+
+
+@dataclass
+class _Session:
+    pending: dict[str, _Generation] = field(default_factory=dict)  # artifact_id → generation
+    active: str | None = None
+
+
+class _Rejected(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class CaptureLayer:
+    """The capture policy in front of a :class:`~creative_memory.store.MemoryStore`."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        config: CaptureConfig | None = None,
+        *,
+        redaction: RedactionPolicy | None = None,
+        handlers: Mapping[str, Handler] | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config or CaptureConfig()
+        self.redaction = redaction or RedactionPolicy()
+        self._handlers: Mapping[str, Handler] = handlers or adapter.HANDLERS
+        self._edits: dict[tuple[str, str | None, str | None], _EditWindow] = {}
+        self._thumbs: dict[tuple[str, str | None], tuple[int, str]] = {}
+        self._sessions: dict[tuple[str, str | None], _Session] = {}
+        self._order = 0
+        self._closed = False
+        self._lock = threading.RLock()
+
+    # -- public --------------------------------------------------------------------------
+    def submit(self, event: Mapping[str, Any], now: Instant) -> CaptureReport:
+        """Apply the capture rules to one wire-format event at time ``now``."""
+        return self.submit_many([event], now)
+
+    def submit_many(self, events: Iterable[Mapping[str, Any]], now: Instant) -> CaptureReport:
+        """Apply the capture rules to each event in order, all at time ``now``."""
+        now_ms = _to_ms(now)
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("capture layer is closed")
+            report = self._flush_expired(now_ms)
+            for i, ev in enumerate(events):
+                self._one(ev, i, now_ms, report)
+            return report
+
+    def tick(self, now: Instant) -> CaptureReport:
+        """Deliver every coalescing window that has expired at ``now``."""
+        with self._lock:
+            return self._flush_expired(_to_ms(now))
+
+    def close(self) -> CaptureReport:
+        """Shutdown: deliver every pending coalesced event now, whatever its window."""
+        with self._lock:
+            report = CaptureReport()
+            for key in self._windows_in_order(None):
+                self._flush(key, report)
+            self._closed = True
+            return report
+
+    def __enter__(self) -> CaptureLayer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def pending_edits(self) -> int:
+        """How many coalescing windows are open."""
+        with self._lock:
+            return len(self._edits)
+
+    def pending_generations(self, user_id: str, session_id: str | None) -> list[str]:
+        """Artifact ids of the session's unsettled generations, oldest first."""
+        with self._lock:
+            s = self._sessions.get((user_id, session_id))
+            return list(s.pending) if s else []
+
+    # -- dispatch ------------------------------------------------------------------------
+    def _one(self, raw: Mapping[str, Any], index: int, now_ms: int, report: CaptureReport) -> None:
+        kind = raw.get("event") if isinstance(raw, Mapping) else None
+        name = kind if isinstance(kind, str) else "?"
+        artifact = _str_or_none(raw.get("artifact_id")) if isinstance(raw, Mapping) else None
+        try:
+            if not isinstance(raw, Mapping):
+                raise _Rejected("event must be an object")
+            if kind == "generation_started":
+                self._generation_started(raw, index, now_ms, report)
+            elif kind == "tab_activated":
+                self._tab_activated(raw)
+                report.results.append(CaptureResult(name, "accepted", None, artifact, index))
+            elif isinstance(kind, str) and kind in self._handlers:
+                status, reason = self._handler_event(kind, raw, now_ms, report)
+                report.results.append(CaptureResult(name, status, reason, artifact, index))
+            else:
+                known = ", ".join([*self._handlers, *CAPTURE_ONLY_KINDS])
+                raise _Rejected(f"unknown event {kind!r}; known: {known}")
+        except _Rejected as exc:
+            reason = self.redaction.redact_text(exc.reason, report.redactions)
+            report.results.append(CaptureResult(name, "rejected", reason, artifact, index))
+
+    def _handler_event(
+        self, kind: str, raw: Mapping[str, Any], now_ms: int, report: CaptureReport
+    ) -> tuple[Status, str | None]:
+        cfg = self.config
+        trigger = raw.get("trigger")
+        if kind == "generation_accepted":
+            _check_trigger(trigger, "explicit", cfg.accept_triggers, kind)
+        elif kind == "artifact_edited_and_saved":
+            _check_trigger(trigger, "manual_edit", cfg.edit_triggers, kind)
+            return self._edit(raw, now_ms, report)
+        elif kind == "explicit_tag_applied":
+            _check_trigger(trigger, "explicit", cfg.tag_triggers, kind)
+        elif kind == "generation_abandoned":
+            if trigger == "inactivity_timeout":
+                raise _Rejected("abandonment is never inferred from an inactivity timeout")
+            _check_trigger(trigger, "explicit_discard", cfg.abandon_triggers, kind)
+        elif kind == "revert_after_edit":
+            _check_trigger(trigger, "history_panel", cfg.revert_triggers, kind)
+        elif kind == "thumbs_rated":
+            debounced = self._debounce_thumbs(raw, now_ms)
+            if debounced is not None:
+                return "coalesced", debounced
+        clean = self.redaction.redact_event(raw, report.redactions)
+        # keep the log in causal order: pending edits of the same artifacts go first
+        for art in _artifacts_of(kind, clean):
+            self._flush_artifact(art, report)
+        self._deliver(kind, clean)
+        self._settle(kind, clean)
+        return "accepted", None
+
+    def _deliver(self, kind: str, clean: Mapping[str, Any]) -> None:
+        try:
+            self._handlers[kind](self.store, clean)
+        except ValueError as exc:  # ValidationError and friends: the store wrote nothing
+            raise _Rejected(str(exc)) from exc
+
+    # -- rules ---------------------------------------------------------------------------
+    def _edit(
+        self, raw: Mapping[str, Any], now_ms: int, report: CaptureReport
+    ) -> tuple[Status, str | None]:
+        _prevalidate(raw)
+        clean = self.redaction.redact_event(raw, report.redactions)
+        user = clean["user_id"]
+        key = (user, _str_or_none(clean.get("artifact_id")), _str_or_none(clean.get("session_id")))
+        window = self._edits.get(key)
+        self._settle("artifact_edited_and_saved", clean)
+        if window is not None and now_ms < window.deadline_ms:
+            window.events.append(clean)
+            n = len(window.events)
+            return "coalesced", f"merged into the pending edit-save ({n} saves in this window)"
+        if window is not None:  # expired but not yet flushed (no call since): deliver first
+            self._flush(key, report)
+        self._order += 1
+        deadline = now_ms + round(self.config.coalesce_window_s * 1000)
+        self._edits[key] = _EditWindow(now_ms, deadline, self._order, [clean])
+        return "accepted", None
+
+    def _debounce_thumbs(self, raw: Mapping[str, Any], now_ms: int) -> str | None:
+        user = raw.get("user_id")
+        rating = raw.get("rating")
+        if not isinstance(user, str) or rating not in ("up", "down"):
+            return None  # let the adapter reject it with its message
+        key = (user, _str_or_none(raw.get("artifact_id")))
+        prev = self._thumbs.get(key)
+        window_ms = round(self.config.thumbs_debounce_s * 1000)
+        if prev is not None and prev[1] == rating and now_ms - prev[0] < window_ms:
+            self._thumbs[key] = (now_ms, rating)  # a burst of clicks counts once
+            return f"repeated thumbs-{rating} click within {self.config.thumbs_debounce_s:g} s"
+        self._thumbs[key] = (now_ms, str(rating))
+        return None
+
+    def _generation_started(
+        self, raw: Mapping[str, Any], index: int, now_ms: int, report: CaptureReport
+    ) -> None:
+        user = raw.get("user_id")
+        art = raw.get("artifact_id")
+        if not isinstance(user, str) or not user:
+            raise _Rejected("generation_started: user_id must be a non-empty string")
+        if not isinstance(art, str) or not art:
+            raise _Rejected("generation_started: artifact_id must be a non-empty string")
+        active = raw.get("active", True)
+        if not isinstance(active, bool):
+            raise _Rejected("generation_started: active must be true or false")
+        _prevalidate(raw)
+        clean = self.redaction.redact_event(raw, report.redactions)
+        session = self._sessions.setdefault(
+            (user, _str_or_none(clean.get("session_id"))), _Session()
+        )
+        if self.config.abandon_mode == "active_tab":
+            victims = [session.active] if session.active in session.pending else []
+        else:
+            victims = list(session.pending)
+        for victim in victims:
+            if victim is None or victim == art:
+                continue
+            gen = session.pending.pop(victim)
+            ev = dict(gen.event)
+            ev["event"] = "generation_abandoned"
+            ev["timestamp"] = clean["timestamp"]  # abandoned when the new generation started
+            self._flush_artifact(victim, report)
+            try:
+                self._deliver("generation_abandoned", ev)
+                report.results.append(
+                    CaptureResult(
+                        "generation_abandoned",
+                        "inferred",
+                        f"new generation {art} started while {victim} was unaccepted",
+                        victim,
+                    )
+                )
+            except _Rejected as exc:
+                reason = self.redaction.redact_text(exc.reason, report.redactions)
+                report.results.append(
+                    CaptureResult("generation_abandoned", "failed", reason, victim)
+                )
+        gen_event = {k: v for k, v in clean.items() if k != "event"}
+        session.pending.pop(art, None)
+        session.pending[art] = _Generation(gen_event)
+        if active:
+            session.active = art
+        report.results.append(CaptureResult("generation_started", "accepted", None, art, index))
+
+    def _tab_activated(self, raw: Mapping[str, Any]) -> None:
+        user = raw.get("user_id")
+        art = raw.get("artifact_id")
+        if not isinstance(user, str) or not user:
+            raise _Rejected("tab_activated: user_id must be a non-empty string")
+        if not isinstance(art, str) or not art:
+            raise _Rejected("tab_activated: artifact_id must be a non-empty string")
+        session = self._sessions.setdefault((user, _str_or_none(raw.get("session_id"))), _Session())
+        session.active = art
+
+    def _settle(self, kind: str, clean: Mapping[str, Any]) -> None:
+        if kind not in (
+            "generation_accepted",
+            "artifact_edited_and_saved",
+            "generation_abandoned",
+            "pairwise_comparison",
+        ):
+            return
+        user = clean.get("user_id")
+        if not isinstance(user, str):
+            return
+        arts = _artifacts_of(kind, clean)
+        for (u, _sid), session in self._sessions.items():
+            if u != user:
+                continue
+            for art in arts:
+                session.pending.pop(art, None)
+
+    # -- flushing ------------------------------------------------------------------------
+    def _windows_in_order(self, now_ms: int | None) -> list[tuple[str, str | None, str | None]]:
+        due = [
+            (w.deadline_ms, w.order, key)
+            for key, w in self._edits.items()
+            if now_ms is None or now_ms >= w.deadline_ms
+        ]
+        due.sort(key=lambda t: (t[0], t[1]))
+        return [key for _, _, key in due]
+
+    def _flush_expired(self, now_ms: int) -> CaptureReport:
+        report = CaptureReport()
+        for key in self._windows_in_order(now_ms):
+            self._flush(key, report)
+        window_ms = round(self.config.thumbs_debounce_s * 1000)
+        stale = [k for k, (t, _) in self._thumbs.items() if now_ms - t >= window_ms]
+        for k in stale:
+            del self._thumbs[k]
+        return report
+
+    def _flush_artifact(self, artifact_id: str | None, report: CaptureReport) -> None:
+        if artifact_id is None:
+            return
+        for key in self._windows_in_order(None):
+            if key[1] == artifact_id:
+                self._flush(key, report)
+
+    def _flush(self, key: tuple[str, str | None, str | None], report: CaptureReport) -> None:
+        window = self._edits[key]
+        merged = _merge_edits(window.events)
+        try:
+            self._deliver("artifact_edited_and_saved", merged)
+        except _Rejected as exc:
+            del self._edits[key]
+            reason = self.redaction.redact_text(exc.reason, report.redactions)
+            report.results.append(
+                CaptureResult("artifact_edited_and_saved", "failed", reason, key[1])
+            )
+            return
+        # a storage error propagates and leaves the window pending for a retry
+        del self._edits[key]
+        n = len(window.events)
+        report.results.append(
+            CaptureResult(
+                "artifact_edited_and_saved",
+                "flushed",
+                f"{n} save(s) coalesced into one signal",
+                key[1],
+            )
+        )
+
+
+# -- helpers -----------------------------------------------------------------------------
+def _to_ms(now: Instant) -> int:
+    if isinstance(now, bool):
+        raise ValidationError("now", "now must be epoch milliseconds, an ISO string or a datetime")
+    if isinstance(now, int):
+        return now
+    return instant_to_ms(now, "now")
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _check_trigger(trigger: object, default: str, allowed: frozenset[str], kind: str) -> None:
+    t = default if trigger is None else trigger
+    if t not in allowed:
+        raise _Rejected(
+            f"{kind} is not captured from trigger {t!r}; allowed: {', '.join(sorted(allowed))}"
+        )
+
+
+def _prevalidate(raw: Mapping[str, Any]) -> None:
+    """The adapter's checks for an event that is delivered later (engine.md §9)."""
+    user = raw.get("user_id")
+    if not isinstance(user, str) or not user:
+        raise _Rejected("event.user_id must be a non-empty string")
+    ts = raw.get("timestamp")
+    if not isinstance(ts, str) or not ts or try_parse_ts(ts) is None:
+        raise _Rejected("event.timestamp must be a valid ISO 8601 date string")
+    try:
+        adapter.classify(raw.get("artifact_meta"))
+        project_id = raw.get("project_id")
+        if project_id:
+            validate_project_id(project_id)
+    except ValidationError as exc:
+        raise _Rejected(str(exc)) from exc
+
+
+def _artifacts_of(kind: str, clean: Mapping[str, Any]) -> list[str]:
+    if kind == "pairwise_comparison":
+        out = []
+        for side in ("chose", "over"):
+            s = clean.get(side)
+            if isinstance(s, Mapping) and isinstance(s.get("artifact_id"), str):
+                out.append(s["artifact_id"])
+        return out
+    art = clean.get("artifact_id")
+    return [art] if isinstance(art, str) else []
+
+
+def _merge_edits(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """One edit-save from a window: the last save's artifact state and time; every save's
+    diff (a single diff stays as it was)."""
+    last = dict(events[-1])
+    last["event"] = "artifact_edited_and_saved"
+    diffs = [e["diff"] for e in events if e.get("diff") is not None]
+    if len(events) > 1 and diffs:
+        last["diff"] = {"coalesced_saves": len(events), "diffs": diffs}
+    elif diffs:
+        last["diff"] = diffs[0]
+    return last
+
+
+def describe(report: CaptureReport) -> str:
+    """One line for logs: ``accepted 3, coalesced 2, rejected 1 (...)``."""
+    parts = [
+        f"accepted {report.accepted}",
+        f"coalesced {report.coalesced}",
+        f"rejected {report.rejected}",
+    ]
+    if report.flushed or report.failed:
+        parts.append(f"flushed {report.flushed}, failed {report.failed}")
+    if report.inferred:
+        parts.append(f"inferred {report.inferred}")
+    return ", ".join(parts)
+
+
+__all__ = [
+    "AbandonMode",
+    "CaptureConfig",
+    "CaptureLayer",
+    "CaptureReport",
+    "CaptureResult",
+    "describe",
+]
