@@ -25,7 +25,14 @@ from .constants import (
 )
 from .errors import CreativeMemoryError, StorageError, ValidationError
 from .models import DecayResult, Preference, Refinement, RetrievalResult
-from .prompt import build_prompt_block
+from .feed import diagnostics_feed_line
+from .prompt import (
+    build_critique_block,
+    build_generation_block,
+    build_prompt_block,
+    insert_memory_block,
+    summarize_diagnostics,
+)
 from .store import MemoryStore
 
 __version__ = "0.1.0"
@@ -56,5 +63,10 @@ __all__ = [
     "ValidationError",
     "__version__",
     "adapter",
+    "build_critique_block",
+    "build_generation_block",
     "build_prompt_block",
+    "diagnostics_feed_line",
+    "insert_memory_block",
+    "summarize_diagnostics",
 ]
