@@ -1,0 +1,193 @@
+"""Where the CLI (and the daemon) keep memory, and whom they act for (design.md §2).
+
+The engine never reads the environment; hosts resolve the storage root and the user here
+and pass them in explicitly. Storage root, first match wins:
+
+1. the ``--data-dir`` flag (a relative flag value is taken relative to the current
+   directory: the person typed it there);
+2. ``OD_DATA_DIR`` — memory lives in ``<OD_DATA_DIR>/memory``;
+3. ``MEMORY_STORAGE_ROOT``;
+4. the platform's user data directory: ``$XDG_DATA_HOME/creative-memory`` or
+   ``~/.local/share/creative-memory`` (Linux and other Unix),
+   ``~/Library/Application Support/creative-memory`` (macOS),
+   ``%LOCALAPPDATA%\\creative-memory`` (Windows).
+
+There is never a cwd-relative fallback: environment values must be absolute paths
+(``~`` is expanded), and a relative ``XDG_DATA_HOME`` is ignored, as the XDG spec says.
+
+Default user: ``CREATIVE_MEMORY_USER``, else the login name made safe (every character
+outside ``[A-Za-z0-9_-]`` becomes ``_``).
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Final
+
+APP_NAME: Final = "creative-memory"
+
+#: Sources of the storage root, in precedence order.
+ROOT_SOURCES: Final = ("--data-dir", "OD_DATA_DIR", "MEMORY_STORAGE_ROOT", "platform")
+
+_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_-]")
+
+
+class PathConfigError(ValueError):
+    """The environment or a flag names an unusable storage root (one-line message)."""
+
+
+@dataclass(frozen=True)
+class ResolvedRoot:
+    path: Path
+    source: str  # one of ROOT_SOURCES
+
+
+@dataclass(frozen=True)
+class ResolvedUser:
+    user_id: str
+    source: str  # "--user", "CREATIVE_MEMORY_USER" or "login name"
+
+
+def _is_absolute(value: str, platform: str) -> bool:
+    if platform == "win32":
+        return PureWindowsPath(value).is_absolute()
+    return PurePosixPath(value).is_absolute()
+
+
+def _expand(value: str, home: str | None) -> str:
+    if home is not None and (value == "~" or value.startswith(("~/", "~\\"))):
+        return home + value[1:]
+    return value
+
+
+def platform_data_dir(
+    env: Mapping[str, str], platform: str = sys.platform, home: str | None = None
+) -> Path:
+    """The platform's per-user data directory for creative-memory (no I/O)."""
+    home = home if home is not None else env.get("HOME") or env.get("USERPROFILE")
+    if platform == "win32":
+        base = env.get("LOCALAPPDATA", "")
+        if base and _is_absolute(base, platform):
+            return Path(base) / APP_NAME
+        if not home:
+            raise PathConfigError(
+                "cannot find the user data directory: LOCALAPPDATA and the home directory "
+                "are not set; pass --data-dir or set MEMORY_STORAGE_ROOT"
+            )
+        return Path(home) / "AppData" / "Local" / APP_NAME
+    if platform == "darwin":
+        if not home:
+            raise PathConfigError(
+                "cannot find the user data directory: HOME is not set; pass --data-dir or "
+                "set MEMORY_STORAGE_ROOT"
+            )
+        return Path(home) / "Library" / "Application Support" / APP_NAME
+    xdg = env.get("XDG_DATA_HOME", "")
+    if xdg and _is_absolute(xdg, platform):
+        return Path(xdg) / APP_NAME
+    if not home:
+        raise PathConfigError(
+            "cannot find the user data directory: HOME is not set; pass --data-dir or set "
+            "MEMORY_STORAGE_ROOT"
+        )
+    return Path(home) / ".local" / "share" / APP_NAME
+
+
+def resolve_root(
+    flag: str | os.PathLike[str] | None,
+    env: Mapping[str, str] | None = None,
+    *,
+    platform: str = sys.platform,
+    home: str | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+) -> ResolvedRoot:
+    """The storage root and where it came from (design.md §2). Pure apart from reading the
+    current directory for a relative ``--data-dir``; checks nothing on disk."""
+    env = os.environ if env is None else env
+    home = home if home is not None else env.get("HOME") or env.get("USERPROFILE")
+    if flag is not None and str(flag) != "":
+        value = _expand(os.fspath(flag), home)
+        path = Path(value)
+        if not _is_absolute(value, platform):
+            path = Path(cwd if cwd is not None else os.getcwd()) / path
+        return ResolvedRoot(path, "--data-dir")
+    for name, suffix in (("OD_DATA_DIR", "memory"), ("MEMORY_STORAGE_ROOT", None)):
+        raw = env.get(name, "")
+        if not raw:
+            continue
+        value = _expand(raw, home)
+        if not _is_absolute(value, platform):
+            raise PathConfigError(
+                f"{name} must be an absolute path (memory is never stored relative to the "
+                f"current directory), got {raw!r}"
+            )
+        path = Path(value)
+        return ResolvedRoot(path / suffix if suffix else path, name)
+    return ResolvedRoot(platform_data_dir(env, platform, home), "platform")
+
+
+def check_root(path: Path) -> None:
+    """Fail with a one-line message when ``path`` cannot be a storage root: it, or the
+    nearest existing ancestor, is not a directory, or cannot be read/written. A missing
+    root is fine (created on the first write)."""
+    probe = path
+    while not probe.exists():
+        if probe.is_symlink():
+            raise PathConfigError(f"data dir {path} is unusable: {probe} is a broken symlink")
+        parent = probe.parent
+        if parent == probe:
+            break
+        probe = parent
+    if probe.exists() and not probe.is_dir():
+        what = "data dir" if probe == path else "a parent of the data dir"
+        raise PathConfigError(f"{what} {probe} is not a directory")
+    if probe == path and not os.access(path, os.R_OK | os.X_OK):
+        raise PathConfigError(f"data dir {path} is not readable (permission denied)")
+
+
+def safe_name(name: str) -> str:
+    """``name`` with every character outside ``[A-Za-z0-9_-]`` replaced by ``_``."""
+    return _UNSAFE.sub("_", name)
+
+
+def login_name() -> str:
+    """The login name, or ``"user"`` when the system cannot tell."""
+    try:
+        name = getpass.getuser()
+    except (OSError, KeyError, ImportError):  # no USER/LOGNAME and no passwd entry
+        return "user"
+    return name or "user"
+
+
+def resolve_user(flag: str | None, env: Mapping[str, str] | None = None) -> ResolvedUser:
+    """The user the CLI acts for: ``--user``, then ``CREATIVE_MEMORY_USER``, then the login
+    name made safe. Flag and variable values are returned as given (the caller validates
+    them, so an unsafe id is reported rather than silently rewritten)."""
+    env = os.environ if env is None else env
+    if flag is not None:
+        return ResolvedUser(flag, "--user")
+    value = env.get("CREATIVE_MEMORY_USER", "")
+    if value:
+        return ResolvedUser(value, "CREATIVE_MEMORY_USER")
+    return ResolvedUser(safe_name(login_name()) or "user", "login name")
+
+
+__all__ = [
+    "APP_NAME",
+    "ROOT_SOURCES",
+    "PathConfigError",
+    "ResolvedRoot",
+    "ResolvedUser",
+    "check_root",
+    "login_name",
+    "platform_data_dir",
+    "resolve_root",
+    "resolve_user",
+    "safe_name",
+]
