@@ -51,12 +51,43 @@ DATE_HELP = "an ISO 8601 date or date-time, e.g. 2026-03-01 or 2026-03-01T10:00:
 
 
 # -- the group ---------------------------------------------------------------------------------
+class _UsageError(click.UsageError):
+    """A usage error shown on one line (with where to find help), exit 2."""
+
+    def show(self, file: Any = None) -> None:
+        hint = f" (see '{self.ctx.command_path} --help')" if self.ctx is not None else ""
+        click.echo(f"Error: {self.format_message()}{hint}", err=True)
+
+
+def _one_line_usage(exc: click.UsageError) -> _UsageError:
+    if isinstance(exc, _UsageError):
+        return exc
+    return _UsageError(_one_line_text(exc.format_message()), exc.ctx)
+
+
 class _Group(click.Group):
-    """A click group that turns library errors into one-line messages (exit 1)."""
+    """A click group that turns library errors into one-line messages (exit 1) and shows
+    usage errors on one line (exit 2)."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            raise _one_line_usage(exc) from exc
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:
+            raise _one_line_usage(exc) from exc
+        except click.ClickException:
+            raise
         except (ValueError, CreativeMemoryError) as exc:
             raise click.ClickException(_one_line(exc)) from exc
         except OSError as exc:
@@ -67,8 +98,12 @@ class _Group(click.Group):
                 sys.stdout.flush()
 
 
+def _one_line_text(text: str) -> str:
+    return " ".join(text.split())
+
+
 def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
+    return _one_line_text(str(exc)) or type(exc).__name__
 
 
 def _os_error(exc: OSError) -> str:
@@ -157,7 +192,9 @@ def _date(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
         return None
     ms = try_parse_ts(value.strip())
     if ms is None:
-        raise click.BadParameter(f"{value!r} is not {DATE_HELP}")
+        raise click.BadParameter(
+            f"{value!r} is not an ISO 8601 date (e.g. 2026-03-01 or 2026-03-01T10:00:00Z)"
+        )
     return format_ts(ms)
 
 
@@ -261,7 +298,7 @@ def _emit_json(doc: Any) -> None:
 
 
 def _console(*, stderr: bool = False) -> Console:
-    """A rich console; outside a terminal a fixed width ($COLUMNS, else 100) and no colour,
+    """A rich console; outside a terminal a fixed width ($COLUMNS, else 120) and no colour,
     so piped output is plain and stable."""
     probe = Console(stderr=stderr)
     if probe.is_terminal:
@@ -269,7 +306,7 @@ def _console(*, stderr: bool = False) -> Console:
     try:
         width = int(os.environ.get("COLUMNS", ""))
     except ValueError:
-        width = 100
+        width = 120
     return Console(
         stderr=stderr,
         highlight=False,
@@ -591,29 +628,7 @@ def _render_inspect(doc: Mapping[str, Any], console: Console) -> None:
         console.print(Text("Preferences: none yet", style="bold"))
     else:
         console.print(Text(f"Preferences ({len(prefs)})", style="bold"))
-        table = _table(
-            "record", "kind", "strength", "conf", "status", "+/-", "sources", "last seen",
-            "events",
-        )  # fmt: skip
-        scope = None
-        for r in prefs:
-            if r["scope"] != scope:
-                scope = r["scope"]
-                title = "global" if scope == "global" else scope.replace(":", " ", 1)
-                table.add_row(Text(title, style="bold"))
-            status = r["polarity_status"] + (" (shadow)" if r["shadow_of"] else "")
-            table.add_row(
-                f"  {r['preference_type']}/{r['pattern']}",
-                "prefer" if r["polarity"] == "positive" else "avoid",
-                f"{r['signal_strength']:.2f}",
-                r["confidence"],
-                status,
-                f"{r['accept_count']}/{r['reject_count']}",
-                ", ".join(r["sources"]),
-                r["last_seen"][:10],
-                str(r["source_event_count"]),
-            )
-        console.print(table)
+        _render_records(prefs, console)
     console.print()
     retrieval = doc["retrieval"]
     where = f"project {doc['project_id']}" if doc.get("project_id") else "global"
@@ -631,6 +646,63 @@ def _render_inspect(doc: Mapping[str, Any], console: Console) -> None:
         console.print(Text("Diagnostics", style="bold"))
         for d in diagnostics:
             console.print(f"  {d.get('type')}: {d.get('trace', '')}", soft_wrap=True)
+
+
+def _render_records(prefs: list[dict[str, Any]], console: Console) -> None:
+    """Records grouped by scope: a table when it fits the width, else two lines each."""
+    from rich.cells import cell_len
+
+    headers = ("record", "kind", "strength", "conf", "status", "sources", "last seen", "events")
+    wrap_col = headers.index("sources")
+    rows: list[tuple[str, ...] | str] = []
+    scope = None
+    for r in prefs:
+        if r["scope"] != scope:
+            scope = r["scope"]
+            rows.append("global" if scope == "global" else scope.replace(":", " ", 1))
+        status = r["polarity_status"] + (" (shadow)" if r["shadow_of"] else "")
+        rows.append(
+            (
+                f"  {r['preference_type']}/{r['pattern']}",
+                "prefer" if r["polarity"] == "positive" else "avoid",
+                f"{r['signal_strength']:.2f}",
+                r["confidence"],
+                status,
+                ", ".join(r["sources"]),
+                r["last_seen"][:10],
+                str(r["source_event_count"]),
+            )
+        )
+    records = [row for row in rows if not isinstance(row, str)]
+    # sources wrap between entries, never inside one; every other column stays whole
+    longest_source = max((cell_len(x) for r in prefs for x in r["sources"]), default=0)
+    widths = [
+        max([cell_len(h), *(cell_len(row[i]) for row in records)])
+        if i != wrap_col
+        else max(cell_len(h), longest_source)
+        for i, h in enumerate(headers)
+    ]
+    if sum(widths) + 2 * len(widths) <= console.width:  # with room for rich's padding
+        table = _table(*headers)
+        table.columns[wrap_col].min_width = widths[wrap_col]
+        for row in rows:
+            if isinstance(row, str):
+                table.add_row(Text(row, style="bold"))
+            else:
+                table.add_row(*row)
+        console.print(table)
+        return
+    for row in rows:
+        if isinstance(row, str):
+            console.print(Text(row, style="bold"))
+            continue
+        record, kind, strength, conf, status, sources, seen, n = row
+        console.print(record, soft_wrap=True)
+        console.print(
+            f"      {kind} {strength} ({conf}) · {status} · {sources} · last seen {seen} · "
+            f"{n} event{'s' if n != '1' else ''}",
+            soft_wrap=True,
+        )
 
 
 @_command(
@@ -698,10 +770,12 @@ def explain(state: _State, preference_type: str, pattern: str, project: str | No
         console.print("Now:")
         for rec in result.records:
             shadow = f" (shadow of {rec.shadow_of})" if rec.shadow_of else ""
+            kind = "prefer" if rec.polarity == "positive" else "avoid"
+            n = rec.source_event_count
             console.print(
-                f"  {rec.polarity} {rec.signal_strength:.2f} {rec.confidence} · "
-                f"{rec.polarity_status}{shadow} · {rec.source_event_count} events, "
-                f"last seq {rec.last_derived_event_seq}",
+                f"  {kind} {rec.signal_strength:.2f} ({rec.confidence}) · "
+                f"{rec.polarity_status}{shadow} · from {n} event{'s' if n != 1 else ''}, "
+                f"derived through seq {rec.last_derived_event_seq}",
                 soft_wrap=True,
             )
     else:
@@ -890,8 +964,14 @@ def import_(state: _State, source: Path, mode: str) -> None:
         )
         return
     origin = f" (archive of {archive.user_id})" if archive.user_id != state.user else ""
+    if mode == "replace":
+        click.echo(
+            f"Replaced {state.user}'s memory with {source}{origin}: {total} "
+            f"event{'s' if total != 1 else ''} and the archive's settings."
+        )
+        return
     click.echo(
-        f"Imported {source}{origin} into {state.user} ({mode}): {added} "
+        f"Imported {source}{origin} into {state.user}: {added} "
         f"event{'s' if added != 1 else ''} added, {total} in memory."
     )
 
@@ -1113,7 +1193,10 @@ def ingest(state: _State, source: str) -> None:
         summary = f"accepted {accepted}, coalesced {coalesced}, rejected {rejected}"
         if failed:
             summary += f", failed {failed}"
-        click.echo(f"Ingested {len(parsed)} events from {label} for {user}: {summary}")
+        total = len(parsed)
+        click.echo(
+            f"Ingested {total} event{'s' if total != 1 else ''} from {label} for {user}: {summary}"
+        )
         for r in rows:
             if r.status in ("rejected", "coalesced", "failed", "inferred"):
                 where = r.where or (f"artifact {r.artifact_id}" if r.artifact_id else "pending")

@@ -145,8 +145,9 @@ def check_root(path: Path) -> None:
             break
         probe = parent
     if probe.exists() and not probe.is_dir():
-        what = "data dir" if probe == path else "a parent of the data dir"
-        raise PathConfigError(f"{what} {probe} is not a directory")
+        if probe == path:
+            raise PathConfigError(f"data dir {path} is not a directory")
+        raise PathConfigError(f"data dir {path} is unusable: {probe} is not a directory")
     if probe == path and not os.access(path, os.R_OK | os.X_OK):
         raise PathConfigError(f"data dir {path} is not readable (permission denied)")
 
