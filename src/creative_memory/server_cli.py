@@ -1,0 +1,228 @@
+"""Daemon commands: ``creative-memory serve``, ``token`` and ``ui`` (design.md §7).
+
+Registered on the main CLI group (``main.add_command(...)``); also runnable on their own as
+``python -m creative_memory.server_cli serve|token|ui``. The server module (Starlette,
+uvicorn) is imported only by the command that needs it, so the CLI stays quick to start.
+
+The data directory is resolved the design.md §2 way: ``--data-dir``, then
+``$OD_DATA_DIR/memory``, then ``$MEMORY_STORAGE_ROOT``, then the platform's user data
+directory — never a cwd-relative fallback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import webbrowser
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .errors import CreativeMemoryError
+
+DEFAULT_USER = "default"
+DEFAULT_PORT = 7744
+
+
+def resolve_data_dir(flag: str | os.PathLike[str] | None) -> Path:
+    """``--data-dir`` → ``$OD_DATA_DIR/memory`` → ``$MEMORY_STORAGE_ROOT`` → platform dir."""
+    if flag:
+        return Path(flag).expanduser().absolute()
+    od = os.environ.get("OD_DATA_DIR")
+    if od:
+        return Path(od).expanduser().absolute() / "memory"
+    root = os.environ.get("MEMORY_STORAGE_ROOT")
+    if root:
+        return Path(root).expanduser().absolute()
+    return _platform_data_dir()
+
+
+def _platform_data_dir() -> Path:
+    home = Path.home()
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA") or str(home / "AppData" / "Local")
+        return Path(base) / "creative-memory"
+    if sys.platform == "darwin":
+        return home / "Library" / "Application Support" / "creative-memory"
+    xdg = os.environ.get("XDG_DATA_HOME")
+    base_dir = Path(xdg) if xdg and Path(xdg).is_absolute() else home / ".local" / "share"
+    return base_dir / "creative-memory"
+
+
+def _data_dir_option(fn: Any) -> Any:
+    return click.option(
+        "--data-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help="Storage root (default: $OD_DATA_DIR/memory, $MEMORY_STORAGE_ROOT, or the "
+        "platform's user data directory).",
+    )(fn)
+
+
+class _Command(click.Command):
+    """Library errors become one-line messages (exit 1), as in the main CLI."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (ValueError, CreativeMemoryError) as exc:
+            message = " ".join(str(exc).split()) or type(exc).__name__
+            raise click.ClickException(message) from exc
+
+
+@click.command(cls=_Command)
+@_data_dir_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=DEFAULT_PORT,
+    show_default=True,
+    help="TCP port (0 picks a free one; see <data-dir>/.daemon/server.json).",
+)
+@click.option(
+    "--multi-user",
+    is_flag=True,
+    help="Each token maps to its own user (create them with 'token --user NAME').",
+)
+@click.option(
+    "--user",
+    default=DEFAULT_USER,
+    show_default=True,
+    help="Single-user mode: the user whose memory the daemon serves.",
+)
+@click.option(
+    "--alarm-ms",
+    type=click.FloatRange(min=0),
+    default=50.0,
+    show_default=True,
+    help="Log a warning when a retrieval takes longer than this.",
+)
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    help="Extra Host header value to accept (e.g. a name you bound with --host 0.0.0.0).",
+)
+@click.option(
+    "--max-body-bytes",
+    type=click.IntRange(min=1024),
+    default=1024 * 1024,
+    show_default=True,
+    help="Largest JSON request body.",
+)
+@click.option(
+    "--max-import-bytes",
+    type=click.IntRange(min=1024),
+    default=64 * 1024 * 1024,
+    show_default=True,
+    help="Largest archive upload.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+)
+def serve(
+    data_dir: Path | None,
+    host: str,
+    port: int,
+    multi_user: bool,
+    user: str,
+    alarm_ms: float,
+    allow_hosts: tuple[str, ...],
+    max_body_bytes: int,
+    max_import_bytes: int,
+    log_level: str,
+) -> None:
+    """Run the local daemon: the HTTP API under /api/v1 and the Settings → Memory page.
+
+    Binds to loopback by default. On first start a bearer token is created in
+    <data-dir>/.daemon/tokens.json (0600); print it with 'creative-memory token', or open the
+    page with 'creative-memory ui'. Logs are JSON lines on stderr. SIGINT/SIGTERM shut down
+    gracefully and deliver pending coalesced events.
+    """
+    from .server import DaemonConfig, run_daemon
+
+    root = resolve_data_dir(data_dir)
+    if host not in ("127.0.0.1", "localhost", "::1") and not allow_hosts:
+        click.echo(
+            f"warning: binding to {host}, not loopback; anyone who can reach it still needs "
+            "a token. Pass --allow-host NAME for the Host header clients will send.",
+            err=True,
+        )
+    config = DaemonConfig(
+        root=root,
+        host="127.0.0.1" if host == "localhost" else host,
+        port=port,
+        multi_user=multi_user,
+        user=user,
+        alarm_ms=alarm_ms,
+        allowed_hosts=allow_hosts,
+        max_body_bytes=max_body_bytes,
+        max_import_bytes=max_import_bytes,
+        log_level=log_level,
+    )
+
+    def ready(url: str) -> None:
+        click.echo(f"creative-memory daemon on {url} (data: {root})", err=True)
+        click.echo("Open the page: creative-memory ui" + _dir_hint(data_dir), err=True)
+
+    run_daemon(config, ready=ready)
+
+
+def _dir_hint(data_dir: Path | None) -> str:
+    return f" --data-dir {data_dir}" if data_dir else ""
+
+
+@click.command(cls=_Command)
+@_data_dir_option
+@click.option("--user", default=DEFAULT_USER, show_default=True, help="Whose token.")
+@click.option("--rotate", is_flag=True, help="Replace the token (the old one stops working).")
+def token(data_dir: Path | None, user: str, rotate: bool) -> None:
+    """Print the daemon's bearer token (created if there is none yet).
+
+    Send it as 'Authorization: Bearer <token>'. In multi-user mode run it once per user.
+    """
+    from .server import DaemonFiles
+    from .storage.files import make_private_dir
+
+    root = resolve_data_dir(data_dir)
+    make_private_dir(root)
+    tok = DaemonFiles(root).token_for(user, create=True, rotate=rotate)
+    click.echo(tok)
+
+
+@click.command(cls=_Command)
+@_data_dir_option
+@click.option("--user", default=DEFAULT_USER, show_default=True, help="Whose page (multi-user).")
+@click.option("--no-browser", is_flag=True, help="Only print the link.")
+def ui(data_dir: Path | None, user: str, no_browser: bool) -> None:
+    """Print and open a one-time login link to the running daemon's Settings → Memory page.
+
+    The link works once, within 5 minutes; it sets a session cookie for this browser.
+    """
+    from .server import login_url
+
+    root = resolve_data_dir(data_dir)
+    url = login_url(root, user)
+    click.echo(url)
+    if not no_browser:
+        webbrowser.open(url)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """creative-memory daemon commands."""
+
+
+cli.add_command(serve)
+cli.add_command(token)
+cli.add_command(ui)
+
+__all__ = ["cli", "resolve_data_dir", "serve", "token", "ui"]
+
+if __name__ == "__main__":
+    cli()
