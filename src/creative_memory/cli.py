@@ -1075,8 +1075,10 @@ def _parse_events(data: bytes) -> list[_Parsed]:
             continue
         try:
             out.append(_Parsed(where, json.loads(line)))
-        except ValueError as exc:
-            out.append(_Parsed(where, error=f"not valid JSON ({exc})"))
+        except json.JSONDecodeError as exc:
+            out.append(_Parsed(where, error=f"not valid JSON ({exc.msg} at column {exc.colno})"))
+        except ValueError as exc:  # e.g. a number too large to convert
+            out.append(_Parsed(where, error=f"not valid JSON ({_one_line(exc)})"))
     return out
 
 
@@ -1200,16 +1202,26 @@ def ingest(state: _State, source: str) -> None:
         for r in rows:
             if r.status in ("rejected", "coalesced", "failed", "inferred"):
                 where = r.where or (f"artifact {r.artifact_id}" if r.artifact_id else "pending")
-                click.echo(f"  {where}: {r.status} ({r.event}): {r.reason}")
+                kind = f" ({r.event})" if r.event != "?" else ""
+                click.echo(f"  {where}: {r.status}{kind}: {r.reason}")
         if flushed:
             click.echo(f"  {flushed} coalesced edit-save{'s' if flushed != 1 else ''} delivered")
         if not_stored:
             why = "disabled" if not settings.memory_enabled else "paused"
             click.echo(f"Note: memory is {why} for {user}; accepted events were not learned.")
     if problems:
-        where = ", ".join(r.where or f"artifact {r.artifact_id}" for r in problems)
         noun = "event" if len(problems) == 1 else "events"
-        raise click.ClickException(f"{len(problems)} {noun} not stored ({where})")
+        raise click.ClickException(f"{len(problems)} {noun} not stored ({_locations(problems)})")
+
+
+def _locations(rows: list[_Row]) -> str:
+    """``lines 2, 3, 7`` / ``items 1, 4`` / a mixed list of locations."""
+    wheres = [r.where or f"artifact {r.artifact_id}" for r in rows]
+    for unit in ("line", "item"):
+        if all(w.startswith(f"{unit} ") for w in wheres):
+            numbers = ", ".join(w.split(" ", 1)[1] for w in wheres)
+            return f"{unit}{'s' if len(wheres) != 1 else ''} {numbers}"
+    return ", ".join(wheres)
 
 
 def _precheck(value: Any, user: str) -> str | None:
