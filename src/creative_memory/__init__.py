@@ -24,8 +24,8 @@ from .constants import (
     TOKEN_BUDGET,
 )
 from .errors import CreativeMemoryError, StorageError, ValidationError
-from .models import DecayResult, Preference, Refinement, RetrievalResult
 from .feed import diagnostics_feed_line
+from .models import DecayResult, Preference, Refinement, RetrievalResult
 from .prompt import (
     build_critique_block,
     build_generation_block,

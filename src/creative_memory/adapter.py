@@ -162,7 +162,8 @@ def on_explicit_tag_applied(store: MemoryStore, event: Event) -> list[Preference
     if polarity is None:
         raise ValidationError(
             "tag_text",
-            f"unrecognized tag {json.dumps(tag_text)}. Known tags: {', '.join(TAG_POLARITY)}.",
+            f"tag_text: unrecognized tag {json.dumps(tag_text)}. "
+            f"Known tags: {', '.join(TAG_POLARITY)}.",
         )
     return _dispatch(store, event, "explicit_tag", polarity, tag_text=tag_text)
 

@@ -1,4 +1,10 @@
-"""The storage contract every backend implements (design.md §6)."""
+"""The storage contract every backend implements (design.md §6).
+
+A backend stores, per user: the append-only event log (the truth), the user's settings,
+and derived artefacts — the content-addressed derivation cache and a human-readable
+snapshot. Derived artefacts are disposable; a log rewrite (erasure) deletes them in the
+same critical section.
+"""
 
 from __future__ import annotations
 
@@ -38,10 +44,19 @@ class LogSnapshot(msgspec.Struct, kw_only=True):
 
 
 class EventLogStorage(Protocol):
-    """Append-only per-user event log plus settings."""
+    """Append-only per-user event log, settings, and derived artefacts."""
+
+    def describe(self) -> str:
+        """Where the data lives (a path or a redacted URL), for messages."""
+        ...
 
     def user_exists(self, user_id: str) -> bool: ...
 
+    def user_files(self, user_id: str) -> list[str]:
+        """Names of everything stored for the user (for erasure checks and diagnostics)."""
+        ...
+
+    # -- the log ---------------------------------------------------------------------------
     def read_events(
         self, user_id: str, *, generation: str | None = None, start: int = 0
     ) -> LogSnapshot:
@@ -55,31 +70,47 @@ class EventLogStorage(Protocol):
         ...
 
     def append(self, user_id: str, events: Sequence[Event]) -> list[Event]:
-        """Durably append ``events`` (assigning ``seq``); returns them with their ``seq``."""
+        """Durably append ``events`` (assigning ``seq`` and ``h``) as one all-or-nothing
+        write; returns them as stored. An acknowledged event is durable."""
         ...
 
-    def rewrite(
-        self,
-        user_id: str,
-        keep: Callable[[Event], Event | None],
-        *,
-        on_rewritten: Callable[[], None] | None = None,
-    ) -> int:
-        """Atomically rewrite the log through ``keep`` (``None`` drops an event), then call
-        ``on_rewritten`` while still holding the user's lock (only if something changed).
+    def rewrite(self, user_id: str, keep: Callable[[Event], Event | None]) -> int:
+        """Atomically rewrite the log through ``keep`` (``None`` drops an event) and, in the
+        same critical section, delete every derived artefact of the user. Returns the
+        number of events dropped or changed. ``seq`` numbers are never reused."""
+        ...
 
-        Returns the number of events dropped or changed. ``seq`` numbers are never reused.
-        """
+    def replace_all(self, user_id: str, events: Sequence[Event]) -> None:
+        """Atomically replace the whole log with ``events`` (keeping their ``seq``) and
+        delete every derived artefact of the user."""
         ...
 
     def generation(self, user_id: str) -> str:
         """Identifier of the log's current content lineage; changes on every rewrite."""
         ...
 
+    # -- settings ----------------------------------------------------------------------------
     def read_settings(self, user_id: str) -> UserSettings | None: ...
 
-    def user_files(self, user_id: str) -> list[str]:
-        """Names of everything stored for the user (for erasure checks and diagnostics)."""
+    def write_settings(self, user_id: str, settings: UserSettings) -> None: ...
+
+    def update_settings(
+        self, user_id: str, change: Callable[[UserSettings], UserSettings]
+    ) -> UserSettings:
+        """Atomic read-modify-write of the settings (defaults when none are stored)."""
         ...
 
-    def write_settings(self, user_id: str, settings: UserSettings) -> None: ...
+    # -- derived artefacts ---------------------------------------------------------------------
+    def cache_keys(self, user_id: str) -> set[str]: ...
+
+    def cache_get(self, user_id: str, key: str) -> bytes | None:
+        """A cache entry (and mark it recently used), or ``None``."""
+        ...
+
+    def write_back(
+        self, user_id: str, generation: str, key: str, state: bytes, snapshot: bytes
+    ) -> bool:
+        """Store a derived state under ``key`` and the snapshot — only if the log's
+        generation is still ``generation`` (so erased content is never written back).
+        Evicts least recently used entries beyond the capacity. Returns whether written."""
+        ...

@@ -27,12 +27,17 @@ from pathlib import Path
 
 import msgspec
 
+from ..cache import DEFAULT_CACHE_CAPACITY, FileDerivationCache
 from ..errors import StorageError
 from ..events import CHAIN_GENESIS, Event, decode_event, encode_event, with_chain
+from ..fsutil import atomic_write as atomic_write
+from ..fsutil import fsync_dir as fsync_dir
+from ..fsutil import make_private_dir as make_private_dir
 from .base import LogSnapshot, UserSettings
 
 LOG_NAME = "events.jsonl"
 SETTINGS_NAME = "settings.json"
+SNAPSHOT_NAME = "snapshot.json"
 LOCK_NAME = ".lock"
 LOG_FORMAT_VERSION = 1
 
@@ -56,54 +61,54 @@ _thread_locks_guard = threading.Lock()
 _DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError)
 
 
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically: temp file, fsync, rename, directory fsync."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path.parent)
-
-
-def make_private_dir(path: Path) -> None:
-    """Create ``path`` (and parents) with mode 0700 if missing, fsyncing the parent."""
-    if path.is_dir():
-        return
-    if not path.parent.exists():
-        make_private_dir(path.parent)
-    try:
-        path.mkdir(mode=0o700)
-    except FileExistsError:
-        return
-    os.chmod(path, 0o700)
-    fsync_dir(path.parent)
-
-
 class FileStorage:
     """Per-user JSON-lines event logs under ``root``."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, root: str | os.PathLike[str], *, cache_capacity: int = DEFAULT_CACHE_CAPACITY
+    ) -> None:
         self.root = Path(root)
+        self.cache_capacity = cache_capacity
+        self._caches: dict[str, FileDerivationCache] = {}
+
+    def describe(self) -> str:
+        return str(self.root)
+
+    def _cache(self, user_id: str) -> FileDerivationCache:
+        c = self._caches.get(user_id)
+        if c is None:
+            c = self._caches[user_id] = FileDerivationCache(
+                self.user_dir(user_id), self.cache_capacity
+            )
+        return c
+
+    # -- derived artefacts ---------------------------------------------------------------
+    def cache_keys(self, user_id: str) -> set[str]:
+        return set(self._cache(user_id).keys())
+
+    def cache_get(self, user_id: str, key: str) -> bytes | None:
+        return self._cache(user_id).get(key)
+
+    def write_back(
+        self, user_id: str, generation: str, key: str, state: bytes, snapshot: bytes
+    ) -> bool:
+        with self.locked(user_id) as d:
+            if self.generation(user_id) != generation:
+                return False
+            self._cache(user_id).put(key, state)
+            atomic_write(d / SNAPSHOT_NAME, snapshot)
+            return True
+
+    def _purge_derived(self, user_id: str) -> None:
+        """Delete the cache, the snapshot and any temp file a crashed writer left behind
+        (caller holds the lock, so no write is in progress)."""
+        self._cache(user_id).clear()
+        d = self.user_dir(user_id)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(d / SNAPSHOT_NAME)
+        for stray in [*d.glob(".*.tmp"), *(d / "cache").glob(".*.tmp")]:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(stray)
 
     # -- paths and locking ---------------------------------------------------------------
     def user_dir(self, user_id: str) -> Path:
@@ -294,7 +299,11 @@ class FileStorage:
             raise StorageError(
                 f"{path}: last line is not a valid event; refusing to append"
             ) from exc
-        return ev.seq, ev.h
+        # The header's floor covers erased events that were newer than every survivor.
+        first = os.pread(fd, 4096, 0)
+        header_line = first[: first.find(b"\n")] if b"\n" in first else first
+        floor = self._decode_header(header_line, path).seq_floor
+        return max(ev.seq, floor), ev.h
 
     def generation(self, user_id: str) -> str:
         """The log's current generation ("" when there is no log)."""
@@ -306,13 +315,7 @@ class FileStorage:
             return ""
         return self._decode_header(first[:-1], path).generation if first.endswith(b"\n") else ""
 
-    def rewrite(
-        self,
-        user_id: str,
-        keep: Callable[[Event], Event | None],
-        *,
-        on_rewritten: Callable[[], None] | None = None,
-    ) -> int:
+    def rewrite(self, user_id: str, keep: Callable[[Event], Event | None]) -> int:
         with self.locked(user_id) as d:
             path = d / LOG_NAME
             opened = self._open_log(user_id)
@@ -338,17 +341,10 @@ class FileStorage:
                 return 0
             header = LogHeader(generation=secrets.token_hex(8), seq_floor=max_seq)
             atomic_write(path, b"\n".join([_encoder.encode(header), *lines]) + b"\n")
-            if on_rewritten is not None:
-                on_rewritten()  # still under the lock: e.g. purge caches of erased content
-            return changed
+            self._purge_derived(user_id)  # still under the lock: derived data may hold
+            return changed  # erased content
 
-    def replace_all(
-        self,
-        user_id: str,
-        events: Sequence[Event],
-        *,
-        on_rewritten: Callable[[], None] | None = None,
-    ) -> None:
+    def replace_all(self, user_id: str, events: Sequence[Event]) -> None:
         """Atomically replace the whole log with ``events`` (keeping their ``seq``; the chain
         is recomputed). ``seq_floor`` keeps every number ever used here unusable."""
         with self.locked(user_id) as d:
@@ -370,8 +366,7 @@ class FileStorage:
             floor = max([floor, *(e.seq for e in events)])
             header = LogHeader(generation=secrets.token_hex(8), seq_floor=floor)
             atomic_write(path, b"\n".join([_encoder.encode(header), *lines]) + b"\n")
-            if on_rewritten is not None:
-                on_rewritten()
+            self._purge_derived(user_id)
 
     def read_settings(self, user_id: str) -> UserSettings | None:
         path = self.user_dir(user_id) / SETTINGS_NAME
@@ -385,7 +380,14 @@ class FileStorage:
             raise StorageError(f"{path}: unreadable settings ({exc})") from exc
 
     def write_settings(self, user_id: str, settings: UserSettings) -> None:
-        """Atomically replace the settings. Callers doing read-modify-write hold
-        :meth:`locked` around both steps."""
-        d = self.ensure_user_dir(user_id)
-        atomic_write(d / SETTINGS_NAME, _encoder.encode(settings) + b"\n")
+        """Atomically replace the settings."""
+        with self.locked(user_id) as d:
+            atomic_write(d / SETTINGS_NAME, _encoder.encode(settings) + b"\n")
+
+    def update_settings(
+        self, user_id: str, change: Callable[[UserSettings], UserSettings]
+    ) -> UserSettings:
+        with self.locked(user_id) as d:
+            new = change(self.read_settings(user_id) or UserSettings())
+            atomic_write(d / SETTINGS_NAME, _encoder.encode(new) + b"\n")
+            return new
