@@ -166,4 +166,3 @@ def test_walkthrough_covers_the_newcomer_path(walkthrough: list[tuple[Step, list
     # the walkthrough shows a refusal (reset without --confirm) and a rejected ingest line
     codes = [out for s, out in walkthrough if s.command == "echo $?"]
     assert ["2"] in codes and ["1"] in codes
-

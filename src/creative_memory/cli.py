@@ -1094,7 +1094,9 @@ Wire format (one per line): {"event": "thumbs_rated", "user_id": "alice",
   "artifact_meta": {"signals": [{"preference_type": "color", "pattern": "neon_palette"}]}}
 """,
 )
-@click.argument("source", metavar="[FILE|-]", default="-", type=click.Path(allow_dash=True))
+@click.argument(
+    "source", metavar="[FILE|-]", default="-", type=click.Path(exists=True, allow_dash=True)
+)
 def ingest(state: _State, source: str) -> None:
     """Feed host events (wire format: the adapter event plus "event" naming the handler)
     through the capture layer: coalescing, debouncing, redaction.
@@ -1361,4 +1363,4 @@ def demo(ctx: click.Context, as_json: bool, keep: bool) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(prog_name="creative-memory"))
