@@ -67,7 +67,6 @@ from .events import validate_project_id, validate_user_id
 from .feed import diagnostics_feed_line
 from .models import RetrievalResult
 from .prompt import build_critique_block, build_generation_block, build_prompt_block
-from .storage.files import atomic_write, make_private_dir
 from .store import MemoryStore
 from .timeutil import instant_to_ms
 
@@ -217,6 +216,30 @@ def _now_ms() -> int:
 
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def make_private_dir(path: Path) -> None:
+    """Create ``path`` (and missing parents) with mode 0700."""
+    if path.is_dir():
+        return
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` (mode 0600) atomically: temp file, fsync, rename."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 def check_user_id(user_id: str) -> str:
@@ -743,6 +766,9 @@ async def post_events(request: Request) -> Response:
                 f"event must be one of {', '.join(EVENT_KINDS)}; got {kind!r}",
                 f"{where}.event" if where else "event",
             )
+        trigger = item.get("trigger")
+        if trigger is not None and not isinstance(trigger, str):
+            raise _bad_input("trigger must be a string", f"{where}.trigger" if where else "trigger")
         owner = item.get("user_id")
         if owner is None:
             item = {**item, "user_id": user}
@@ -1239,6 +1265,7 @@ def create_app(config: DaemonConfig, *, store: MemoryStore | None = None) -> ASG
             with contextlib.suppress(asyncio.CancelledError):
                 await ticker
             await run_in_threadpool(daemon.flush_pending)
+            daemon.files.remove_server_info(os.getpid())
             _log(logging.INFO, "daemon_stopped")
 
     routes = [
@@ -1394,7 +1421,7 @@ class ThreadedDaemon:
     context manager; leaving it shuts down gracefully (pending captured events flushed)."""
 
     def __init__(self, config: DaemonConfig, *, store: MemoryStore | None = None) -> None:
-        make_private_dir(config.root)
+        ensure_first_start(config)
         self._sock = bind_socket(config.host, config.port)
         self.config = replace(config, port=int(self._sock.getsockname()[1]))
         self.app = create_app(self.config, store=store)
@@ -1409,6 +1436,8 @@ class ThreadedDaemon:
         return f"http://{_url_host(self.config.host)}:{self.config.port}"
 
     def start(self, timeout: float = 10.0) -> ThreadedDaemon:
+        if self._thread.is_alive() or self._server.started:
+            return self
         self._thread.start()
         deadline = time.monotonic() + timeout
         while not self._server.started:
@@ -1534,6 +1563,7 @@ def openapi_document() -> dict[str, Any]:
         "properties": {
             "event": {"type": "string", "enum": list(EVENT_KINDS)},
             "user_id": {"type": "string", "pattern": _SAFE_ID_PATTERN},
+            "trigger": {"type": "string"},
         },
         "additionalProperties": True,
         "example": {

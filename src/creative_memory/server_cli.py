@@ -12,7 +12,6 @@ directory — never a cwd-relative fallback.
 from __future__ import annotations
 
 import os
-import sys
 import webbrowser
 from pathlib import Path
 from typing import Any
@@ -20,34 +19,41 @@ from typing import Any
 import click
 
 from .errors import CreativeMemoryError
+from .events import validate_user_id
+from .paths import resolve_root, resolve_user
 
-DEFAULT_USER = "default"
 DEFAULT_PORT = 7744
 
 
+def _group_option(name: str) -> Any:
+    """A global option of the main CLI group (``creative-memory --data-dir D serve``), read
+    from the context object without importing :mod:`creative_memory.cli`."""
+    ctx = click.get_current_context(silent=True)
+    while ctx is not None:
+        value = getattr(ctx.obj, name, None)
+        if value is not None:
+            return value
+        ctx = ctx.parent
+    return None
+
+
 def resolve_data_dir(flag: str | os.PathLike[str] | None) -> Path:
-    """``--data-dir`` → ``$OD_DATA_DIR/memory`` → ``$MEMORY_STORAGE_ROOT`` → platform dir."""
-    if flag:
-        return Path(flag).expanduser().absolute()
-    od = os.environ.get("OD_DATA_DIR")
-    if od:
-        return Path(od).expanduser().absolute() / "memory"
-    root = os.environ.get("MEMORY_STORAGE_ROOT")
-    if root:
-        return Path(root).expanduser().absolute()
-    return _platform_data_dir()
+    """``--data-dir`` → ``$OD_DATA_DIR/memory`` → ``$MEMORY_STORAGE_ROOT`` → platform dir
+    (:func:`creative_memory.paths.resolve_root`); the main group's ``--data-dir`` counts."""
+    if flag is None or str(flag) == "":
+        flag = _group_option("data_dir")
+    return resolve_root(flag).path
 
 
-def _platform_data_dir() -> Path:
-    home = Path.home()
-    if sys.platform == "win32":
-        base = os.environ.get("LOCALAPPDATA") or str(home / "AppData" / "Local")
-        return Path(base) / "creative-memory"
-    if sys.platform == "darwin":
-        return home / "Library" / "Application Support" / "creative-memory"
-    xdg = os.environ.get("XDG_DATA_HOME")
-    base_dir = Path(xdg) if xdg and Path(xdg).is_absolute() else home / ".local" / "share"
-    return base_dir / "creative-memory"
+def resolve_user_id(flag: str | None) -> str:
+    """``--user`` → ``$CREATIVE_MEMORY_USER`` → the login name made safe (as the CLI)."""
+    if flag is None:
+        flag = _group_option("user_flag")
+    user = resolve_user(flag).user_id
+    try:
+        return validate_user_id(user)
+    except ValueError as exc:
+        raise click.BadParameter(" ".join(str(exc).split()), param_hint="--user") from exc
 
 
 def _data_dir_option(fn: Any) -> Any:
@@ -88,9 +94,9 @@ class _Command(click.Command):
 )
 @click.option(
     "--user",
-    default=DEFAULT_USER,
-    show_default=True,
-    help="Single-user mode: the user whose memory the daemon serves.",
+    default=None,
+    help="Single-user mode: whose memory the daemon serves (default: $CREATIVE_MEMORY_USER, "
+    "else your login name — the CLI's user).",
 )
 @click.option(
     "--alarm-ms",
@@ -130,7 +136,7 @@ def serve(
     host: str,
     port: int,
     multi_user: bool,
-    user: str,
+    user: str | None,
     alarm_ms: float,
     allow_hosts: tuple[str, ...],
     max_body_bytes: int,
@@ -158,8 +164,9 @@ def serve(
         host="127.0.0.1" if host == "localhost" else host,
         port=port,
         multi_user=multi_user,
-        user=user,
+        user=resolve_user_id(user),
         alarm_ms=alarm_ms,
+        derivation_version=_group_option("derivation_version"),
         allowed_hosts=allow_hosts,
         max_body_bytes=max_body_bytes,
         max_import_bytes=max_import_bytes,
@@ -179,27 +186,26 @@ def _dir_hint(data_dir: Path | None) -> str:
 
 @click.command(cls=_Command)
 @_data_dir_option
-@click.option("--user", default=DEFAULT_USER, show_default=True, help="Whose token.")
+@click.option("--user", default=None, help="Whose token (default: as for serve).")
 @click.option("--rotate", is_flag=True, help="Replace the token (the old one stops working).")
-def token(data_dir: Path | None, user: str, rotate: bool) -> None:
+def token(data_dir: Path | None, user: str | None, rotate: bool) -> None:
     """Print the daemon's bearer token (created if there is none yet).
 
     Send it as 'Authorization: Bearer <token>'. In multi-user mode run it once per user.
     """
-    from .server import DaemonFiles
-    from .storage.files import make_private_dir
+    from .server import DaemonFiles, make_private_dir
 
     root = resolve_data_dir(data_dir)
     make_private_dir(root)
-    tok = DaemonFiles(root).token_for(user, create=True, rotate=rotate)
+    tok = DaemonFiles(root).token_for(resolve_user_id(user), create=True, rotate=rotate)
     click.echo(tok)
 
 
 @click.command(cls=_Command)
 @_data_dir_option
-@click.option("--user", default=DEFAULT_USER, show_default=True, help="Whose page (multi-user).")
+@click.option("--user", default=None, help="Whose page (multi-user mode).")
 @click.option("--no-browser", is_flag=True, help="Only print the link.")
-def ui(data_dir: Path | None, user: str, no_browser: bool) -> None:
+def ui(data_dir: Path | None, user: str | None, no_browser: bool) -> None:
     """Print and open a one-time login link to the running daemon's Settings → Memory page.
 
     The link works once, within 5 minutes; it sets a session cookie for this browser.
@@ -207,7 +213,7 @@ def ui(data_dir: Path | None, user: str, no_browser: bool) -> None:
     from .server import login_url
 
     root = resolve_data_dir(data_dir)
-    url = login_url(root, user)
+    url = login_url(root, resolve_user_id(user))
     click.echo(url)
     if not no_browser:
         webbrowser.open(url)
@@ -222,7 +228,7 @@ cli.add_command(serve)
 cli.add_command(token)
 cli.add_command(ui)
 
-__all__ = ["cli", "resolve_data_dir", "serve", "token", "ui"]
+__all__ = ["cli", "resolve_data_dir", "resolve_user_id", "serve", "token", "ui"]
 
 if __name__ == "__main__":
     cli()

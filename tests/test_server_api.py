@@ -1,0 +1,959 @@
+"""The daemon's HTTP API (issue 4): every endpoint, authentication, cross-user isolation,
+body limits, problem documents, Host checks, the login link and graceful shutdown.
+
+The daemon runs for real (uvicorn on a loopback port in a background thread); one test runs
+``python -m creative_memory.server_cli serve`` as a subprocess and stops it with SIGTERM.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from creative_memory import MemoryStore
+from creative_memory.server import (
+    DaemonConfig,
+    DaemonFiles,
+    JsonFormatter,
+    ThreadedDaemon,
+    allowed_host_headers,
+    openapi_document,
+)
+from creative_memory.server_cli import cli, resolve_data_dir
+
+from .conftest import ManualClock
+
+PROBLEM = "application/problem+json"
+
+
+def wire(kind: str = "thumbs_rated", **over: Any) -> dict[str, Any]:
+    ev: dict[str, Any] = {
+        "event": kind,
+        "artifact_id": "a1",
+        "session_id": "s1",
+        "project_id": None,
+        "timestamp": "2026-03-01T10:00:00Z",
+        "artifact_meta": {"signals": [{"preference_type": "color", "pattern": "neon_palette"}]},
+    }
+    if kind == "thumbs_rated":
+        ev["rating"] = "down"
+    if kind == "explicit_tag_applied":
+        ev["tag_text"] = "love this"
+    ev.update(over)
+    return ev
+
+
+def signals(pattern: str, ptype: str = "color") -> dict[str, Any]:
+    return {"signals": [{"preference_type": ptype, "pattern": pattern}]}
+
+
+class Api:
+    """A client bound to one daemon and one token."""
+
+    def __init__(self, daemon: ThreadedDaemon, token: str | None) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.daemon = daemon
+        self.http = httpx.Client(base_url=daemon.url, headers=headers, timeout=30)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.http, name)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "mem"
+
+
+@pytest.fixture
+def store(root: Path, clock: ManualClock) -> MemoryStore:
+    return MemoryStore(root, derivation_version="1", clock=clock)
+
+
+def start(root: Path, store: MemoryStore | None = None, **over: Any) -> ThreadedDaemon:
+    config = DaemonConfig(root=root, port=0, tick_seconds=0.05, **over)
+    return ThreadedDaemon(config, store=store).start()
+
+
+@pytest.fixture
+def daemon(root: Path, store: MemoryStore) -> Iterator[ThreadedDaemon]:
+    d = start(root, store, max_body_bytes=64 * 1024, max_import_bytes=256 * 1024)
+    yield d
+    d.stop()
+
+
+@pytest.fixture
+def token(daemon: ThreadedDaemon, root: Path) -> str:
+    tok = DaemonFiles(root).token_for("default")
+    assert tok is not None
+    return tok
+
+
+@pytest.fixture
+def api(daemon: ThreadedDaemon, token: str) -> Iterator[Api]:
+    a = Api(daemon, token)
+    yield a
+    a.http.close()
+
+
+@pytest.fixture
+def anon(daemon: ThreadedDaemon) -> Iterator[Api]:
+    a = Api(daemon, None)
+    yield a
+    a.http.close()
+
+
+def assert_problem(r: httpx.Response, status: int, field: str | None = None) -> dict[str, Any]:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith(PROBLEM)
+    body: dict[str, Any] = r.json()
+    assert {"type", "title", "status", "detail"} <= set(body)
+    assert body["status"] == status
+    assert body["detail"]
+    if field is not None:
+        assert body.get("field") == field, body
+    return body
+
+
+# ------------------------------------------------------------------------------------------
+# Authentication
+# ------------------------------------------------------------------------------------------
+ENDPOINTS: list[tuple[str, str, Any]] = [
+    ("GET", "/openapi.json", None),
+    ("GET", "/api/v1/memory", None),
+    ("POST", "/api/v1/events", wire()),
+    ("GET", "/api/v1/prompt", None),
+    ("DELETE", "/api/v1/preferences/color/neon_palette", None),
+    ("GET", "/api/v1/explain/color/neon_palette", None),
+    ("GET", "/api/v1/settings", None),
+    ("POST", "/api/v1/settings", {"paused": True}),
+    ("POST", "/api/v1/reset", {"confirm": True}),
+    ("GET", "/api/v1/export", None),
+    ("POST", "/api/v1/import", {"format": "creative-memory-archive"}),
+    ("POST", "/logout", None),
+]
+
+
+def test_healthz_needs_no_token(anon: Api) -> None:
+    r = anon.get("/healthz")
+    assert r.status_code == 200
+    assert r.json()["status"] == "ok"
+
+
+@pytest.mark.parametrize(("method", "path", "body"), ENDPOINTS)
+def test_every_endpoint_needs_a_token(
+    anon: Api, root: Path, store: MemoryStore, method: str, path: str, body: Any
+) -> None:
+    store.ingest_signal(
+        "default",
+        {
+            "signal_type": "thumbs_down",
+            "polarity": "negative",
+            "pattern": "neon_palette",
+            "preference_type": "color",
+            "scope": "global",
+        },
+    )
+    before = store.events("default")
+    for headers in (
+        {},
+        {"Authorization": "Bearer wrong-token"},
+        {"Authorization": "Basic dXNlcjpwdw=="},
+        {"Authorization": "Bearer"},
+    ):
+        r = anon.request(method, path, json=body, headers=headers)
+        assert_problem(r, 401)
+        assert r.headers["www-authenticate"].startswith("Bearer")
+    assert store.events("default") == before
+    assert store.get_settings("default").paused is False
+
+
+def test_openapi_document_is_published_and_covers_the_surface(api: Api) -> None:
+    r = api.get("/openapi.json")
+    assert r.status_code == 200
+    doc = r.json()
+    assert doc == json.loads(json.dumps(openapi_document()))
+    assert doc["openapi"].startswith("3.")
+    paths = doc["paths"]
+    for p in (
+        "/healthz",
+        "/openapi.json",
+        "/api/v1/memory",
+        "/api/v1/events",
+        "/api/v1/prompt",
+        "/api/v1/preferences/{preference_type}/{pattern}",
+        "/api/v1/explain/{preference_type}/{pattern}",
+        "/api/v1/settings",
+        "/api/v1/reset",
+        "/api/v1/export",
+        "/api/v1/import",
+    ):
+        assert p in paths
+    assert paths["/healthz"]["get"]["security"] == []
+
+
+def test_token_file_is_private_and_created_at_first_start(tmp_path: Path) -> None:
+    root = tmp_path / "fresh"
+    with start(root):
+        files = DaemonFiles(root)
+        assert stat.S_IMODE(files.tokens_path.stat().st_mode) == 0o600
+        assert stat.S_IMODE(files.dir.stat().st_mode) == 0o700
+        tokens = files.read_tokens()
+        assert list(tokens.values()) == ["default"]
+        tok = next(iter(tokens))
+        assert len(tok) >= 40
+
+
+def test_first_start_writes_the_token(tmp_path: Path) -> None:
+    from creative_memory.server import ensure_first_start
+
+    root = tmp_path / "first"
+    created = ensure_first_start(DaemonConfig(root=root))
+    assert created == str(root / ".daemon" / "tokens.json")
+    assert ensure_first_start(DaemonConfig(root=root)) is None  # second start: kept
+    assert list(DaemonFiles(root).read_tokens().values()) == ["default"]
+
+
+def test_rotated_token_applies_to_a_running_daemon(api: Api, root: Path, token: str) -> None:
+    assert api.get("/api/v1/settings").status_code == 200
+    new = DaemonFiles(root).token_for("default", rotate=True)
+    assert new and new != token
+    assert_problem(api.get("/api/v1/settings"), 401)
+    r = api.get("/api/v1/settings", headers={"Authorization": f"Bearer {new}"})
+    assert r.status_code == 200
+
+
+def test_single_user_mode_accepts_only_its_users_token(api: Api, root: Path) -> None:
+    bob = DaemonFiles(root).token_for("bob")
+    r = api.get("/api/v1/memory", headers={"Authorization": f"Bearer {bob}"})
+    assert_problem(r, 401)
+
+
+# ------------------------------------------------------------------------------------------
+# Multi-user isolation
+# ------------------------------------------------------------------------------------------
+@pytest.fixture
+def multi(root: Path, store: MemoryStore) -> Iterator[tuple[Api, Api]]:
+    d = start(root, store, multi_user=True)
+    files = DaemonFiles(root)
+    alice, bob = Api(d, files.token_for("alice")), Api(d, files.token_for("bob"))
+    yield alice, bob
+    alice.http.close()
+    bob.http.close()
+    d.stop()
+
+
+def test_multi_user_requests_act_for_the_tokens_user_only(
+    multi: tuple[Api, Api], store: MemoryStore
+) -> None:
+    alice, bob = multi
+    r = alice.post("/api/v1/events", json=[wire(), wire(artifact_id="a2", user_id="alice")])
+    assert r.status_code == 200 and r.json()["accepted"] == 2
+    assert len(store.events("alice")) == 2
+    # bob sees nothing of alice's
+    mem = bob.get("/api/v1/memory").json()
+    assert mem["user_id"] == "bob" and mem["preferences"] == []
+    assert bob.get("/api/v1/memory", params={"user_id": "alice"}).json()["preferences"] == []
+    assert bob.get("/api/v1/prompt", params={"variant": "legacy"}).text == ""
+    assert json.loads(bob.get("/api/v1/export").content)["events"] == []
+    # bob can neither explain nor forget alice's records
+    assert_problem(bob.get("/api/v1/explain/color/neon_palette"), 404)
+    assert_problem(bob.delete("/api/v1/preferences/color/neon_palette"), 404)
+    assert len(store.events("alice")) == 2
+    # nor write into alice's memory
+    r = bob.post("/api/v1/events", json=wire(user_id="alice"))
+    assert_problem(r, 403, "user_id")
+    r = bob.post("/api/v1/events", json=[wire(user_id="bob"), wire(user_id="alice")])
+    assert_problem(r, 403, "events[1].user_id")
+    assert len(store.events("alice")) == 2
+    assert store.events("bob") == []
+    # bob's reset and settings touch only bob
+    assert bob.post("/api/v1/reset", json={"confirm": True}).status_code == 200
+    assert bob.post("/api/v1/settings", json={"memory_enabled": False}).status_code == 200
+    assert len(store.events("alice")) == 2
+    assert store.get_settings("alice").memory_enabled is True
+    # alice's view is intact
+    assert [p["pattern"] for p in alice.get("/api/v1/memory").json()["preferences"]] == [
+        "neon_palette"
+    ]
+
+
+def test_single_user_events_for_another_user_are_refused(api: Api, store: MemoryStore) -> None:
+    r = api.post("/api/v1/events", json=wire(user_id="mallory"))
+    assert_problem(r, 403, "user_id")
+    assert store.events("mallory") == []
+    assert store.events("default") == []
+
+
+def test_importing_another_users_archive_lands_in_my_memory_only(
+    multi: tuple[Api, Api], store: MemoryStore
+) -> None:
+    alice, bob = multi
+    alice.post("/api/v1/events", json=wire())
+    archive = alice.get("/api/v1/export").content
+    r = bob.post("/api/v1/import", content=archive, headers={"Content-Type": "application/json"})
+    assert r.status_code == 200 and r.json()["imported_events"] == 1
+    assert len(store.events("bob")) == 1
+    assert len(store.events("alice")) == 1
+
+
+# ------------------------------------------------------------------------------------------
+# Body limits
+# ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("path", ["/api/v1/events", "/api/v1/settings", "/api/v1/reset"])
+def test_oversized_json_bodies_get_413(api: Api, path: str, store: MemoryStore) -> None:
+    big = json.dumps({**wire(), "padding": "x" * (70 * 1024)}).encode()
+    r = api.post(path, content=big, headers={"Content-Type": "application/json"})
+    assert_problem(r, 413, "body")
+    assert store.events("default") == []
+
+
+def test_oversized_chunked_body_gets_413(api: Api, store: MemoryStore) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield b'[{"event": "thumbs_rated", "pad": "'
+        for _ in range(100):
+            yield b"x" * 1024
+        yield b'"}]'
+
+    r = api.post("/api/v1/events", content=chunks(), headers={"Content-Type": "application/json"})
+    assert "content-length" not in r.request.headers
+    assert_problem(r, 413)
+    assert store.events("default") == []
+
+
+def test_oversized_import_gets_413(api: Api) -> None:
+    r = api.post(
+        "/api/v1/import",
+        content=b"{" + b" " * (300 * 1024) + b"}",
+        headers={"Content-Type": "application/json"},
+    )
+    assert_problem(r, 413)
+
+
+def test_too_many_events_in_one_batch(api: Api) -> None:
+    r = api.post("/api/v1/events", json=[{"event": "thumbs_rated"}] * 1001)
+    assert_problem(r, 422, "body")
+
+
+# ------------------------------------------------------------------------------------------
+# Bad input → 4xx problem documents naming the field
+# ------------------------------------------------------------------------------------------
+BAD: list[tuple[str, str, dict[str, Any], int, str | None]] = [
+    ("POST", "/api/v1/events", {"content": b"{nope"}, 400, "body"),
+    ("POST", "/api/v1/events", {"content": b""}, 400, "body"),
+    ("POST", "/api/v1/events", {"content": b"[" * 5000 + b"]" * 5000}, 400, "body"),
+    ("POST", "/api/v1/events", {"content": b"[" * 100 + b"]" * 100}, 422, "body"),
+    ("POST", "/api/v1/events", {"content": b"\xff\xfe"}, 400, "body"),
+    ("POST", "/api/v1/events", {"json": 42}, 422, "body"),
+    ("POST", "/api/v1/events", {"json": [1]}, 422, "events[0]"),
+    ("POST", "/api/v1/events", {"json": {"rating": "up"}}, 422, "event"),
+    ("POST", "/api/v1/events", {"json": {"event": "on_thumbs_rated"}}, 422, "event"),
+    ("POST", "/api/v1/events", {"json": [wire(), {"event": 7}]}, 422, "events[1].event"),
+    ("POST", "/api/v1/events", {"json": wire(user_id=5)}, 422, "user_id"),
+    (
+        "POST",
+        "/api/v1/events",
+        {"content": b"{}", "headers": {"Content-Type": "text/plain"}},
+        415,
+        "content-type",
+    ),
+    ("GET", "/api/v1/memory", {"params": {"project_id": "../etc"}}, 422, "project_id"),
+    ("GET", "/api/v1/memory", {"params": {"project_id": "__proto__"}}, 422, "project_id"),
+    ("GET", "/api/v1/memory", {"params": [("project_id", "a"), ("project_id", "b")]}, 422, None),
+    ("GET", "/api/v1/prompt", {"params": {"variant": "poem"}}, 422, "variant"),
+    ("GET", "/api/v1/prompt", {"params": {"format": "xml"}}, 422, "format"),
+    ("GET", "/api/v1/prompt", {"params": {"project_id": "a b"}}, 422, "project_id"),
+    ("DELETE", "/api/v1/preferences/color", {}, 404, None),
+    ("DELETE", "/api/v1/preferences/color/", {}, 422, "pattern"),
+    ("DELETE", "/api/v1/preferences/color/x/y", {}, 404, None),
+    ("DELETE", "/api/v1/preferences/color/%FF", {}, 400, "pattern"),
+    ("DELETE", "/api/v1/preferences/color/x", {"params": {"project_id": "!"}}, 422, "project_id"),
+    ("GET", "/api/v1/explain/%20/x", {"params": {"project_id": "p-1"}}, 404, "pattern"),
+    ("POST", "/api/v1/settings", {"json": []}, 422, "body"),
+    ("POST", "/api/v1/settings", {"json": {"enabled": True}}, 422, "enabled"),
+    ("POST", "/api/v1/settings", {"json": {"memory_enabled": "yes"}}, 422, "memory_enabled"),
+    ("POST", "/api/v1/settings", {"json": {"paused_until": "tomorrow"}}, 422, "paused_until"),
+    ("POST", "/api/v1/settings", {"json": {"paused_until": 5}}, 422, "paused_until"),
+    (
+        "POST",
+        "/api/v1/settings",
+        {"json": {"paused": False, "paused_until": "2030-01-01"}},
+        422,
+        "paused_until",
+    ),
+    (
+        "POST",
+        "/api/v1/settings",
+        {"json": {"project_ignore_global": ["p1"]}},
+        422,
+        "project_ignore_global",
+    ),
+    (
+        "POST",
+        "/api/v1/settings",
+        {"json": {"project_ignore_global": {"p 1": True}}},
+        422,
+        "project_ignore_global.p 1",
+    ),
+    (
+        "POST",
+        "/api/v1/settings",
+        {"json": {"project_ignore_global": {"p1": "on"}}},
+        422,
+        "project_ignore_global.p1",
+    ),
+    ("POST", "/api/v1/settings", {"json": {"diagnostics_feed": 1}}, 422, "diagnostics_feed"),
+    ("POST", "/api/v1/reset", {"json": {}}, 422, "confirm"),
+    ("POST", "/api/v1/reset", {"json": {"confirm": "yes"}}, 422, "confirm"),
+    ("POST", "/api/v1/reset", {"json": {"confirm": True, "scope": "mine"}}, 422, "scope"),
+    (
+        "POST",
+        "/api/v1/reset",
+        {"json": {"confirm": True, "scope": "project:__proto__"}},
+        422,
+        "scope",
+    ),
+    ("POST", "/api/v1/reset", {"json": {"confirm": True, "extra": 1}}, 422, "extra"),
+    ("POST", "/api/v1/import", {"content": b""}, 400, "body"),
+    ("POST", "/api/v1/import", {"content": b"not json"}, 422, "archive"),
+    ("POST", "/api/v1/import", {"json": {"format": "zip"}}, 422, "archive"),
+    ("POST", "/api/v1/import", {"json": {}, "params": {"mode": "wipe"}}, 422, "mode"),
+    ("GET", "/api/v1/nothing-here", {}, 404, None),
+    ("PUT", "/api/v1/settings", {"json": {}}, 405, None),
+    ("GET", "/static/secret.txt", {}, 404, None),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "kwargs", "status", "field"), BAD)
+def test_bad_input_gets_a_problem_document(
+    api: Api,
+    store: MemoryStore,
+    method: str,
+    path: str,
+    kwargs: dict[str, Any],
+    status: int,
+    field: str | None,
+) -> None:
+    r = api.request(method, path, **kwargs)
+    assert_problem(r, status, field)
+    assert store.events("default") == []
+
+
+def test_import_rejects_a_tampered_archive(api: Api, store: MemoryStore) -> None:
+    api.post("/api/v1/events", json=wire())
+    archive = json.loads(api.get("/api/v1/export").content)
+    archive["events"][0]["pattern"] = "tampered"
+    r = api.post("/api/v1/import", json=archive, params={"mode": "replace"})
+    assert_problem(r, 422, "checksum")
+    assert [e.pattern for e in store.events("default")] == ["neon_palette"]  # type: ignore[union-attr]
+
+
+# ------------------------------------------------------------------------------------------
+# Endpoints doing their job
+# ------------------------------------------------------------------------------------------
+def test_ingest_single_and_batch_with_a_report(api: Api, store: MemoryStore) -> None:
+    r = api.post("/api/v1/events", json=wire())
+    body = r.json()
+    assert r.status_code == 200
+    assert (body["accepted"], body["coalesced"], body["rejected"]) == (1, 0, 0)
+    assert body["learning"] is True
+    r = api.post(
+        "/api/v1/events",
+        json=[
+            wire("explicit_tag_applied", artifact_id="a2", artifact_meta=signals("airy_spacing")),
+            wire("explicit_tag_applied", artifact_id="a3", tag_text="make it pop"),
+            wire("generation_accepted", artifact_id="a4", trigger="tab_promotion"),
+            wire(artifact_id="a5", rating="down"),
+            wire(artifact_id="a5", rating="down"),  # double click: debounced
+        ],
+    )
+    body = r.json()
+    assert (body["accepted"], body["coalesced"], body["rejected"]) == (2, 1, 2)
+    statuses = [(x["index"], x["status"]) for x in body["results"]]
+    assert statuses == [(0, "accepted"), (1, "rejected"), (2, "rejected"), (3, "accepted"),
+                        (4, "coalesced")]  # fmt: skip
+    assert "unrecognized tag" in body["results"][1]["reason"]
+    assert "tab_promotion" in body["results"][2]["reason"]
+    patterns = [p["pattern"] for p in api.get("/api/v1/memory").json()["preferences"]]
+    assert sorted(patterns) == ["airy_spacing", "neon_palette"]
+    assert len(store.events("default")) == 3
+
+
+def test_edit_saves_are_coalesced_then_flushed(
+    api: Api, store: MemoryStore, clock: ManualClock
+) -> None:
+    edit = wire("artifact_edited_and_saved", artifact_meta=signals("airy_spacing", "layout"))
+    r1 = api.post("/api/v1/events", json={**edit, "diff": {"gap": "8px"}}).json()
+    r2 = api.post("/api/v1/events", json={**edit, "diff": {"gap": "12px"}}).json()
+    assert (r1["accepted"], r2["coalesced"]) == (1, 1)
+    assert store.events("default") == []  # still in its 30 s window
+    clock.advance_days(31 / 86400)
+    deadline = time.monotonic() + 5
+    while not store.events("default") and time.monotonic() < deadline:
+        time.sleep(0.05)  # the daemon's ticker flushes the expired window
+    kinds = [type(e).__name__ for e in store.events("default")]
+    assert kinds.count("SignalEvent") == 1 and "RefinementEvent" in kinds
+
+
+def test_events_while_paused_or_disabled_are_not_stored(api: Api, store: MemoryStore) -> None:
+    assert api.post("/api/v1/settings", json={"paused": True}).json()["paused_now"] is True
+    body = api.post("/api/v1/events", json=wire()).json()
+    assert body["accepted"] == 1 and body["learning"] is False
+    assert store.events("default") == []
+    api.post("/api/v1/settings", json={"paused": False, "memory_enabled": False})
+    assert api.post("/api/v1/events", json=wire()).json()["learning"] is False
+    assert store.events("default") == []
+
+
+def _teach(api: Api) -> None:
+    events = []
+    for i in range(3):
+        events.append(
+            wire("explicit_tag_applied", artifact_id=f"g{i}", artifact_meta=signals("serif_type"))
+        )
+        events.append(wire(artifact_id=f"n{i}"))
+        events.append(
+            wire(
+                "explicit_tag_applied",
+                artifact_id=f"p{i}",
+                project_id="festival",
+                tag_text="save this direction",
+                artifact_meta=signals("neon_palette"),
+            )
+        )
+    r = api.post("/api/v1/events", json=events)
+    assert r.json()["accepted"] == 9, r.json()
+
+
+def test_memory_prompt_and_explain(api: Api) -> None:
+    _teach(api)
+    mem = api.get("/api/v1/memory", params={"project_id": "festival"}).json()
+    assert mem["projects"] == ["festival"]
+    assert mem["project_id"] == "festival"
+    rec = mem["preferences"][0]
+    for key in ("signal_strength", "confidence", "polarity_status", "sources", "scope",
+                "derivation_version", "source_event_count", "last_derived_event_seq"):  # fmt: skip
+        assert key in rec
+    assert [r["pattern"] for r in mem["retrieval"]["project_overrides"]] == ["neon_palette"]
+
+    gen = api.get("/api/v1/prompt")
+    assert gen.headers["content-type"].startswith("text/plain")
+    assert gen.text.startswith("## Creative memory (preferences from generation feedback)")
+    assert "serif_type" in gen.text
+    crit = api.get("/api/v1/prompt", params={"variant": "critique"}).text
+    assert crit.startswith("## Creative memory (critique")
+    legacy = api.get("/api/v1/prompt", params={"variant": "legacy", "project_id": "festival"})
+    assert legacy.text.startswith("[MEMORY CONTEXT]")
+    assert "Project override: neon_palette active (festival)" in legacy.text
+    js = api.get("/api/v1/prompt", params={"format": "json", "variant": "legacy"}).json()
+    assert js["variant"] == "legacy" and js["block"].startswith("[MEMORY CONTEXT]")
+    assert js["diagnostics_feed"] == ""
+    api.post("/api/v1/settings", json={"diagnostics_feed": True})
+    js = api.get("/api/v1/prompt", params={"format": "json", "project_id": "festival"}).json()
+    assert js["diagnostics_feed"] != ""
+
+    exp = api.get("/api/v1/explain/color/neon_palette", params={"project_id": "festival"})
+    assert exp.status_code == 200
+    steps = exp.json()["steps"]
+    assert len(steps) == 3 and all(s["kind"] == "signal" for s in steps)
+    assert exp.json()["records"][0]["scope"] == "project:festival"
+    assert_problem(api.get("/api/v1/explain/color/never_seen"), 404, "pattern")
+
+
+def test_project_toggle_makes_retrieval_ignore_global(api: Api) -> None:
+    _teach(api)
+
+    def legacy() -> str:
+        r = api.get("/api/v1/prompt", params={"variant": "legacy", "project_id": "festival"})
+        return r.text
+
+    assert "serif_type" in legacy()
+    r = api.post("/api/v1/settings", json={"project_ignore_global": {"festival": True}})
+    assert r.json()["disabled_projects"] == ["festival"]
+    assert "serif_type" not in legacy() and "neon_palette" in legacy()
+    api.post("/api/v1/settings", json={"project_ignore_global": {"festival": False}})
+    assert "serif_type" in legacy()
+
+
+def test_settings_round_trip(api: Api) -> None:
+    s = api.get("/api/v1/settings").json()
+    assert s == {
+        "memory_enabled": True,
+        "paused": False,
+        "paused_until": None,
+        "disabled_projects": [],
+        "diagnostics_feed": False,
+        "paused_now": False,
+    }
+    s = api.post("/api/v1/settings", json={"paused": True, "paused_until": "2030-01-01"}).json()
+    assert s["paused"] and s["paused_now"] and s["paused_until"] == "2030-01-01T00:00:00.000Z"
+    s = api.post("/api/v1/settings", json={"paused": False}).json()
+    assert not s["paused"] and s["paused_until"] is None
+    s = api.post("/api/v1/settings", json={"memory_enabled": False}).json()
+    assert s["memory_enabled"] is False
+    assert api.get("/api/v1/prompt").text == ""
+    assert api.post("/api/v1/settings", json={}).json() == api.get("/api/v1/settings").json()
+
+
+def test_forget_erases_for_real(api: Api, store: MemoryStore, root: Path) -> None:
+    _teach(api)
+    r = api.delete("/api/v1/preferences/color/neon_palette")
+    assert r.status_code == 200 and r.json()["removed_events"] == 3
+    # the project's neon_palette is another record: still there
+    mem = api.get("/api/v1/memory").json()
+    neon = [p["scope"] for p in mem["preferences"] if p["pattern"] == "neon_palette"]
+    assert neon == ["project:festival"]
+    r = api.delete("/api/v1/preferences/color/neon_palette", params={"project_id": "festival"})
+    assert r.json()["removed_events"] == 3
+    assert_problem(api.delete("/api/v1/preferences/color/neon_palette"), 404)
+    user_dir = root / "default"
+    for f in user_dir.rglob("*"):
+        if f.is_file():
+            assert b"neon_palette" not in f.read_bytes(), f
+
+
+def test_forget_and_explain_patterns_with_slashes(api: Api) -> None:
+    api.post(
+        "/api/v1/events",
+        json=wire(artifact_meta=signals("50/50 split", "layout/grid")),
+    )
+    path = "/api/v1/explain/layout%2Fgrid/50%2F50%20split"
+    assert api.get(path).json()["pattern"] == "50/50 split"
+    r = api.delete("/api/v1/preferences/layout%2Fgrid/50%2F50%20split")
+    assert r.status_code == 200
+    assert r.json()["preference_type"] == "layout/grid"
+
+
+def test_reset_scopes(api: Api, store: MemoryStore) -> None:
+    _teach(api)
+    r = api.post("/api/v1/reset", json={"confirm": True, "scope": "project:festival"})
+    assert r.status_code == 200 and r.json()["scope"] == "project:festival"
+    scopes = {p["scope"] for p in api.get("/api/v1/memory").json()["preferences"]}
+    assert scopes == {"global"}
+    api.post("/api/v1/settings", json={"memory_enabled": False})
+    r = api.post("/api/v1/reset", json={"confirm": True})
+    assert r.json()["settings"]["memory_enabled"] is True
+    assert api.get("/api/v1/memory").json()["preferences"] == []
+    assert store.events("default") == []
+
+
+def test_export_reset_import_round_trip(api: Api, store: MemoryStore) -> None:
+    _teach(api)
+    api.post("/api/v1/settings", json={"diagnostics_feed": True})
+    before = store.events("default")
+    ex = api.get("/api/v1/export")
+    assert ex.headers["content-type"].startswith("application/json")
+    assert ex.headers["content-disposition"].startswith('attachment; filename="creative-memory-')
+    archive = ex.json()
+    assert archive["format"] == "creative-memory-archive" and len(archive["events"]) == 9
+    api.post("/api/v1/reset", json={"confirm": True})
+    r = api.post("/api/v1/import", content=ex.content, params={"mode": "replace"})
+    assert r.json() == {"imported_events": 9, "mode": "replace"}
+    assert store.events("default") == before
+    assert store.get_settings("default").diagnostics_feed is True
+    r = api.post("/api/v1/import", content=ex.content)  # merge: nothing new
+    assert r.json() == {"imported_events": 0, "mode": "merge"}
+
+
+# ------------------------------------------------------------------------------------------
+# Host header, CORS, headers
+# ------------------------------------------------------------------------------------------
+def test_host_header_is_checked_against_dns_rebinding(api: Api, daemon: ThreadedDaemon) -> None:
+    port = daemon.config.port
+    for host in ("evil.example", f"evil.example:{port}", "127.0.0.1:1", "localhost"):
+        r = api.get("/healthz", headers={"Host": host})
+        assert_problem(r, 403, "host")
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}", f"LOCALHOST:{port}"):
+        assert api.get("/api/v1/settings", headers={"Host": host}).status_code == 200
+
+
+def test_allowed_hosts() -> None:
+    cfg = DaemonConfig(root=Path("/x"), host="0.0.0.0", port=8000, allowed_hosts=("box.lan",))
+    hosts = allowed_host_headers(cfg)
+    assert "box.lan:8000" in hosts and "box.lan" in hosts
+    assert "0.0.0.0:8000" not in hosts and "localhost:8000" in hosts
+    hosts = allowed_host_headers(replace(cfg, host="::1", allowed_hosts=()))
+    assert "[::1]:8000" in hosts
+
+
+def test_no_cors(api: Api) -> None:
+    origin = {"Origin": "https://evil.example"}
+    r = api.options("/api/v1/memory", headers={**origin, "Access-Control-Request-Method": "GET"})
+    assert_problem(r, 405)
+    r = api.get("/api/v1/memory", headers=origin)
+    assert r.status_code == 200
+    for resp in (r, api.get("/healthz", headers=origin)):
+        assert not any(h.lower().startswith("access-control-") for h in resp.headers)
+        assert resp.headers["x-content-type-options"] == "nosniff"
+        assert resp.headers["cache-control"] == "no-store"
+
+
+# ------------------------------------------------------------------------------------------
+# The page: login link, session cookie, CSRF header
+# ------------------------------------------------------------------------------------------
+def test_login_link_sets_a_strict_httponly_cookie(
+    daemon: ThreadedDaemon, root: Path, token: str
+) -> None:
+    files = DaemonFiles(root)
+    with httpx.Client(base_url=daemon.url) as browser:
+        r = browser.get("/")
+        assert r.status_code == 401 and "creative-memory ui" in r.text
+        nonce = files.create_login("default")
+        r = browser.get("/login", params={"once": nonce})
+        assert r.status_code == 303 and r.headers["location"] == "/"
+        cookie = r.headers["set-cookie"]
+        assert f"cm_session_{daemon.config.port}=" in cookie
+        assert "HttpOnly" in cookie and "SameSite=strict" in cookie.replace("Strict", "strict")
+        page = browser.get("/")
+        assert page.status_code == 200 and "Settings → Memory" in page.text
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+        assert browser.get("/static/app.js").status_code == 200
+        assert browser.get("/api/v1/memory").json()["user_id"] == "default"
+        # cookie writes need the CSRF header
+        r = browser.post("/api/v1/settings", json={"diagnostics_feed": True})
+        assert_problem(r, 403, "x-requested-with")
+        r = browser.post(
+            "/api/v1/settings",
+            json={"diagnostics_feed": True},
+            headers={"X-Requested-With": "creative-memory"},
+        )
+        assert r.status_code == 200 and r.json()["diagnostics_feed"] is True
+        # the link works once
+        with httpx.Client(base_url=daemon.url) as other:
+            assert_problem(other.get("/login", params={"once": nonce}), 401)
+            assert_problem(other.get("/login"), 400, "once")
+        r = browser.post("/logout", headers={"X-Requested-With": "creative-memory"})
+        assert r.status_code == 200
+        assert_problem(browser.get("/api/v1/memory"), 401)
+
+
+def test_expired_login_link_is_refused(daemon: ThreadedDaemon, root: Path, token: str) -> None:
+    nonce = DaemonFiles(root).create_login("default", ttl_s=-1)
+    with httpx.Client(base_url=daemon.url) as browser:
+        assert_problem(browser.get("/login", params={"once": nonce}), 401)
+
+
+def test_login_for_another_user_is_refused_in_single_user_mode(
+    daemon: ThreadedDaemon, root: Path, token: str
+) -> None:
+    nonce = DaemonFiles(root).create_login("bob")
+    with httpx.Client(base_url=daemon.url) as browser:
+        assert_problem(browser.get("/login", params={"once": nonce}), 401)
+
+
+# ------------------------------------------------------------------------------------------
+# Operations: logs, alarm, no 500s under fuzzing
+# ------------------------------------------------------------------------------------------
+def test_slow_retrieval_warns(
+    root: Path, store: MemoryStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    with start(root, store, alarm_ms=0.0) as d:
+        tok = DaemonFiles(root).token_for("default")
+        with caplog.at_level(logging.WARNING, logger="creative_memory.server"):
+            r = httpx.get(f"{d.url}/api/v1/prompt", headers={"Authorization": f"Bearer {tok}"})
+            assert r.status_code == 200
+    slow = [r for r in caplog.records if getattr(r, "fields", {}).get("event") == "slow_retrieval"]
+    assert slow and slow[0].fields["alarm_ms"] == 0.0  # type: ignore[attr-defined]
+    assert "duration_ms" in slow[0].fields  # type: ignore[attr-defined]
+
+
+def test_json_log_lines() -> None:
+    rec = logging.LogRecord("creative_memory.server", logging.INFO, __file__, 1, "hello", (), None)
+    rec.fields = {"event": "hello", "status": 200}
+    line = json.loads(JsonFormatter().format(rec))
+    assert line["message"] == "hello" and line["status"] == 200 and line["level"] == "info"
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+event_like = st.fixed_dictionaries(
+    {
+        "event": st.sampled_from(
+            [
+                "thumbs_rated",
+                "explicit_tag_applied",
+                "generation_accepted",
+                "artifact_edited_and_saved",
+                "generation_abandoned",
+                "revert_after_edit",
+                "pairwise_comparison",
+                "generation_started",
+                "tab_activated",
+            ]
+        )
+    },
+    optional={
+        "artifact_id": json_values,
+        "session_id": json_values,
+        "project_id": json_values | st.sampled_from(["p1", "__proto__", ""]),
+        "timestamp": json_values | st.sampled_from(["2026-03-01T10:00:00Z", "2026-13-01", ""]),
+        "artifact_meta": json_values
+        | st.fixed_dictionaries(
+            {
+                "signals": st.lists(
+                    st.dictionaries(st.sampled_from(["pattern", "preference_type"]), json_values),
+                    max_size=2,
+                )
+            }
+        ),
+        "rating": json_values | st.sampled_from(["up", "down"]),
+        "tag_text": json_values | st.sampled_from(["love this", "too noisy"]),
+        "diff": json_values,
+        "trigger": json_values,
+        "chose": json_values,
+        "over": json_values,
+        "dimensions": json_values,
+        "active": json_values,
+    },
+)
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(batch=st.lists(event_like, min_size=1, max_size=4))
+def test_fuzzed_events_never_cause_a_server_error(api: Api, batch: list[dict[str, Any]]) -> None:
+    r = api.post("/api/v1/events", json=batch)
+    assert r.status_code < 500, r.text
+    if r.status_code == 200:
+        body = r.json()
+        assert body["accepted"] + body["coalesced"] + body["rejected"] >= len(batch)
+
+
+# ------------------------------------------------------------------------------------------
+# The commands: serve (subprocess, SIGTERM flush), token, ui
+# ------------------------------------------------------------------------------------------
+def _env(tmp: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("OD_DATA_DIR", "MEMORY_STORAGE_ROOT")}
+    env["HOME"] = str(tmp)
+    env["CREATIVE_MEMORY_USER"] = "default"
+    return env
+
+
+def test_serve_token_ui_and_graceful_shutdown_flush(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    root = tmp_path / "data"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "creative_memory.server_cli",
+            "serve",
+            "--data-dir",
+            str(root),
+            "--port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(tmp_path),
+    )
+    try:
+        files = DaemonFiles(root)
+        deadline = time.monotonic() + 20
+        while files.read_server_info() is None:
+            assert proc.poll() is None, proc.stderr.read().decode()  # type: ignore[union-attr]
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        info = files.read_server_info()
+        assert info is not None and info["pid"] == proc.pid
+        url = info["url"].rstrip("/")
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        runner = CliRunner(env={"CREATIVE_MEMORY_USER": "default"})
+        res = runner.invoke(cli, ["token", "--data-dir", str(root)])
+        assert res.exit_code == 0
+        tok = res.output.strip()
+        assert files.read_tokens() == {tok: "default"}
+        res = runner.invoke(cli, ["ui", "--data-dir", str(root), "--no-browser"])
+        assert res.exit_code == 0, res.output
+        link = res.output.strip()
+        assert link.startswith(f"{url}/login?once=")
+        with httpx.Client() as browser:
+            r = browser.get(link, follow_redirects=True)
+            assert r.status_code == 200 and "Settings → Memory" in r.text
+        # a coalesced edit-save is pending (30 s window) when the daemon is stopped
+        edit = wire("artifact_edited_and_saved", artifact_meta=signals("airy_spacing", "layout"))
+        r = httpx.post(
+            f"{url}/api/v1/events", json=edit, headers={"Authorization": f"Bearer {tok}"}
+        )
+        assert r.json()["accepted"] == 1
+        assert MemoryStore(root).events("default") == []
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) in (0, -signal.SIGTERM)  # uvicorn re-raises it
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    stderr = proc.stderr.read().decode()  # type: ignore[union-attr]
+    lines = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+    events = {line.get("event") for line in lines}
+    assert {"daemon_started", "listening", "http_request", "capture_flushed"} <= events
+    assert tok not in stderr  # the token never reaches the logs
+    stored = MemoryStore(root).events("default")
+    assert [type(e).__name__ for e in stored] == ["SignalEvent"]
+    assert files.read_server_info() is None
+    res = CliRunner(env={"CREATIVE_MEMORY_USER": "default"}).invoke(
+        cli, ["ui", "--data-dir", str(root), "--no-browser"]
+    )
+    assert res.exit_code == 1 and "no daemon is running" in res.output
+
+
+def test_token_rotate_and_users(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    runner = CliRunner(env={"CREATIVE_MEMORY_USER": "default"})
+    root = tmp_path / "d"
+    a = runner.invoke(cli, ["token", "--data-dir", str(root)]).output.strip()
+    assert runner.invoke(cli, ["token", "--data-dir", str(root)]).output.strip() == a
+    b = runner.invoke(cli, ["token", "--data-dir", str(root), "--rotate"]).output.strip()
+    assert b != a
+    c = runner.invoke(cli, ["token", "--data-dir", str(root), "--user", "alice"]).output.strip()
+    assert DaemonFiles(root).read_tokens() == {b: "default", c: "alice"}
+    bad = runner.invoke(cli, ["token", "--data-dir", str(root), "--user", "../x"])
+    assert bad.exit_code == 2 and "user_id" in bad.output
+
+
+def test_resolve_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OD_DATA_DIR", raising=False)
+    monkeypatch.delenv("MEMORY_STORAGE_ROOT", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    if sys.platform.startswith("linux"):
+        assert resolve_data_dir(None) == tmp_path / "xdg" / "creative-memory"
+    monkeypatch.setenv("MEMORY_STORAGE_ROOT", str(tmp_path / "msr"))
+    assert resolve_data_dir(None) == tmp_path / "msr"
+    monkeypatch.setenv("OD_DATA_DIR", str(tmp_path / "od"))
+    assert resolve_data_dir(None) == tmp_path / "od" / "memory"
+    assert resolve_data_dir(tmp_path / "flag") == tmp_path / "flag"
