@@ -311,6 +311,19 @@ def test_data_dir_without_permission(cli: Cli, tmp_path: Path) -> None:  # pragm
         d.chmod(0o700)
 
 
+def test_unusable_user_directory_and_corrupt_log(cli: Cli) -> None:
+    cli.root.mkdir()
+    (cli.root / "alice").write_text("a file where the user's directory should be")
+    one_line_error(cli("enable"), 1, "cannot use", "Not a directory")
+    one_line_error(cli("inspect"), 1, "Not a directory")
+    (cli.root / "alice").unlink()
+    cli.teach(TEACH[:2])
+    with (cli.root / "alice" / "events.jsonl").open("a") as f:
+        f.write('{"kind": "signal", "damaged": true}\n')
+    one_line_error(cli("inspect"), 1, "events.jsonl", "not a valid event")
+    one_line_error(cli("forget", "color", "neon_palette"), 1, "not a valid event")
+
+
 def test_relative_environment_root_is_an_error(cli: Cli) -> None:
     one_line_error(cli("inspect", env={"MEMORY_STORAGE_ROOT": "rel"}), 1, "absolute path")
     one_line_error(cli("inspect", env={"OD_DATA_DIR": "rel"}), 1, "OD_DATA_DIR")
@@ -816,20 +829,12 @@ def _read_all(fd: int) -> bytes:
         data += chunk
 
 
-def test_progress_only_on_a_terminal(cli: Cli, tmp_path: Path) -> None:
-    many = [
-        event("thumbs_rated", f"p{i % 5}", artifact=f"a{i}", rating="up",
-              ts=f"2026-03-01T10:{i // 60:02d}:{i % 60:02d}Z")
-        for i in range(120)
-    ]  # fmt: skip
-    f = tmp_path / "many.jsonl"
-    f.write_text(jsonl(many))
-    piped = cli.ok("ingest", str(f))
-    assert piped.err == "" and "accepted 120" in piped.out
+def _on_a_terminal(cli: Cli, root: Path, *args: str) -> tuple[int, bytes, bytes]:
+    """Run with stderr on a pseudo-terminal: (exit code, stdout, what the terminal showed)."""
     master, slave = pty.openpty()
-    env = {**cli.env, "TERM": "xterm", "MEMORY_STORAGE_ROOT": str(tmp_path / "tty")}
+    env = {**cli.env, "TERM": "xterm", "MEMORY_STORAGE_ROOT": str(root)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "creative_memory.cli", "ingest", str(f)],
+        [sys.executable, "-m", "creative_memory.cli", *args],
         stdout=subprocess.PIPE,
         stderr=slave,
         env=env,
@@ -841,8 +846,29 @@ def test_progress_only_on_a_terminal(cli: Cli, tmp_path: Path) -> None:
     proc.wait(timeout=120)
     shown = _read_all(master)
     os.close(master)
-    assert proc.returncode == 0 and b"accepted 120" in out
+    return proc.returncode, out, shown
+
+
+def test_progress_only_on_a_terminal(cli: Cli, tmp_path: Path) -> None:
+    many = [
+        event("thumbs_rated", f"p{i % 5}", artifact=f"a{i}", rating="up",
+              ts=f"2026-03-01T10:{i // 60:02d}:{i % 60:02d}Z")
+        for i in range(120)
+    ]  # fmt: skip
+    f = tmp_path / "many.jsonl"
+    f.write_text(jsonl(many))
+    archive = tmp_path / "a.json"
+    for args in (["ingest", str(f)], ["export", "--to", str(archive)], ["import", str(archive)]):
+        piped = cli.ok(*args)
+        assert piped.err == "", args  # quiet in pipes
+    tty_root = tmp_path / "tty"
+    code, out, shown = _on_a_terminal(cli, tty_root, "ingest", str(f))
+    assert code == 0 and b"accepted 120" in out
     assert b"Ingesting 120 events" in shown
+    code, out, shown = _on_a_terminal(cli, tty_root, "export", "--to", str(archive))
+    assert code == 0 and b"Exported 120 events" in out and b"Exporting alice" in shown
+    code, out, shown = _on_a_terminal(cli, tty_root, "import", str(archive))
+    assert code == 0 and b"Importing 120 events (merge)" in shown
 
 
 # -- prompt, decay, migrate ---------------------------------------------------------------------

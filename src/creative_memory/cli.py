@@ -108,13 +108,17 @@ def _one_line(exc: BaseException) -> str:
 
 def _os_error(exc: OSError) -> str:
     what = exc.strerror or _one_line(exc)
-    where = f": {exc.filename}" if exc.filename else ""
-    return f"{what}{where}"
+    if exc.filename:
+        return f"cannot use {exc.filename}: {what}"
+    return what
 
 
 @dataclass
 class _State:
-    """Global options, resolved lazily (``demo`` and ``--help`` need no storage)."""
+    """Global options, resolved lazily (``demo`` and ``--help`` need no storage).
+
+    Commands defined in other modules read ``data_dir``, ``user_flag`` and
+    ``derivation_version`` from the context object (``server_cli``): keep these names."""
 
     data_dir: str | None = None
     user_flag: str | None = None
