@@ -279,7 +279,10 @@ def _command(
             "--json", "as_json", is_flag=True, help="Machine-readable JSON output."
         )
         group = parent or main
-        return group.command(name, epilog=epilog)(option(wrapper))
+        cmd = group.command(name, epilog=epilog)(option(wrapper))
+        # --json last in --help, after the command's own options
+        cmd.params.sort(key=lambda p: p.name == "as_json")
+        return cmd
 
     return decorate
 
