@@ -1,0 +1,453 @@
+"""Taste-recovery benchmark (issue 6, design.md §3): does the memory remember taste?
+
+Simulated users have a hidden taste over ``types x patterns`` features: a few liked, a few
+disliked, the rest neutral. Each interaction the generator produces an artifact with one
+pattern per type; an extractor lists only the few most salient features of it (a fixed
+salience order per user), so whatever the user reacts to, the feedback lands on what the
+extractor lists. A noisy user
+
+* in a unary turn accepts the artifact (``generation_accepted``; sometimes also edits it,
+  ``artifact_edited_and_saved``) or rejects it (``thumbs_rated`` down, or
+  ``generation_abandoned``) by its utility plus noise;
+* in a pairwise turn (a share of turns) is shown two variants and picks one, by utility plus
+  noise.
+
+The same interaction stream is recorded two ways:
+
+* ``v1-unary``: derivation version 1 with unary feedback only — a pick is recorded as
+  accept(chosen) + abandon(other);
+* ``v2-pairwise``: derivation version 2 with the pick recorded as one comparison event.
+
+and, for analysis, ``v2-unary`` (version 2 fed exactly the v1 stream).
+
+After 50 / 100 / 200 interactions the memory is asked for its injection (retrieval, then the
+prompt block) and the injected Avoid set is scored against the true dislikes, the Prefer set
+against the true likes: precision, recall, F1 and phantom avoidances (injected Avoid items
+the user does not dislike). Averages over seeds (default 50).
+
+Open loop: the generator samples uniformly. Closed loop (``--closed-loop``): the generator
+reads the current ``[MEMORY CONTEXT]`` block every turn and follows it like a compliant
+model would — Prefer patterns are drawn more often, Avoid patterns rarely.
+
+Deterministic (``random.Random(seed)`` per user, derivation is pure), stdlib only. The
+benchmark drives derivation directly (``DerivedState.apply`` + ``retrieval.retrieve`` +
+``build_prompt_block``) instead of going through file storage, to stay fast.
+
+    python benchmarks/taste_recovery.py                  # open and closed loop, 50 seeds
+    python benchmarks/taste_recovery.py --seeds 100 --json results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+try:
+    import creative_memory
+except ImportError:  # pragma: no cover - running from a checkout without installing
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+import creative_memory.derivation_v2  # noqa: F401  (registers version "2")
+from creative_memory.derivation import DerivedState, new_state
+from creative_memory.events import (
+    ComparisonEvent,
+    ComparisonSide,
+    Feature,
+    SignalEvent,
+)
+from creative_memory.prompt import build_prompt_block
+from creative_memory.retrieval import retrieve
+from creative_memory.timeutil import format_ts, parse_ts
+
+CHECKPOINTS = (50, 100, 200)
+START_MS = parse_ts("2025-01-01T00:00:00Z")
+TURN_MS = 60_000  # one interaction per minute: no decay inside a run
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    n_types: int = 6
+    n_patterns: int = 6
+    n_like: int = 3
+    n_dislike: int = 3
+    listed: int = 3  # the extractor lists this many most-salient features
+    pairwise_share: float = 0.3
+    noise: float = 0.6  # sd of the user's utility noise
+    accept_threshold: float = 0.3
+    edit_rate: float = 0.15  # accepted artifacts that are also edited and saved
+    thumbs_share: float = 0.5  # rejections given as thumbs-down (else abandoned)
+    variant_resample: float = 0.5  # per type, variant B resamples A's pattern
+    closed_loop: bool = False
+    prefer_boost: float = 3.0  # closed loop: weight of a Prefer pattern in its type
+    avoid_factor: float = 0.1  # closed loop: weight of an Avoid pattern
+
+
+Feat = tuple[str, str]  # (preference_type, pattern)
+
+
+@dataclass
+class User:
+    rng: random.Random
+    types: list[str]
+    patterns: dict[str, list[str]]
+    utility: dict[Feat, float]
+    salience: dict[Feat, int]  # lower = more salient
+
+    @property
+    def likes(self) -> set[str]:
+        return {f[1] for f, u in self.utility.items() if u > 0}
+
+    @property
+    def dislikes(self) -> set[str]:
+        return {f[1] for f, u in self.utility.items() if u < 0}
+
+
+def make_user(seed: int, cfg: SimConfig) -> User:
+    rng = random.Random(seed)
+    types = [f"type{t}" for t in range(cfg.n_types)]
+    patterns = {t: [f"{t}_p{p}" for p in range(cfg.n_patterns)] for t in types}
+    feats = [(t, p) for t in types for p in patterns[t]]
+    chosen = rng.sample(feats, cfg.n_like + cfg.n_dislike)
+    utility = {f: 0.0 for f in feats}
+    for f in chosen[: cfg.n_like]:
+        utility[f] = rng.uniform(0.8, 1.6)
+    for f in chosen[cfg.n_like :]:
+        utility[f] = -rng.uniform(0.8, 1.6)
+    order = feats[:]
+    rng.shuffle(order)
+    salience = {f: i for i, f in enumerate(order)}
+    return User(random.Random(seed * 7919 + 1), types, patterns, utility, salience)
+
+
+def generate(
+    user: User, rng: random.Random, bias: tuple[set[str], set[str]], cfg: SimConfig
+) -> list[Feat]:
+    prefer, avoid = bias
+    out: list[Feat] = []
+    for t in user.types:
+        pats = user.patterns[t]
+        weights = [
+            (cfg.prefer_boost if p in prefer else 1.0) * (cfg.avoid_factor if p in avoid else 1.0)
+            for p in pats
+        ]
+        out.append((t, rng.choices(pats, weights)[0]))
+    return out
+
+
+def variant(
+    user: User,
+    rng: random.Random,
+    base: list[Feat],
+    bias: tuple[set[str], set[str]],
+    cfg: SimConfig,
+) -> list[Feat]:
+    fresh = generate(user, rng, bias, cfg)
+    return [
+        f if rng.random() >= cfg.variant_resample else g for f, g in zip(base, fresh, strict=True)
+    ]
+
+
+def extract(user: User, artifact: list[Feat], k: int) -> list[Feat]:
+    """The extractor: the ``k`` most salient features of the artifact, in salience order."""
+    return sorted(artifact, key=lambda f: user.salience[f])[:k]
+
+
+def utility(user: User, artifact: list[Feat]) -> float:
+    return sum(user.utility[f] for f in artifact)
+
+
+# -- recording -----------------------------------------------------------------------------
+class Recorder:
+    """Folds events into a derivation state, numbering them like the store would."""
+
+    def __init__(self, version: str) -> None:
+        self.state: DerivedState = new_state(version)
+        self.seq = 0
+
+    def _ts(self, turn: int) -> str:
+        return format_ts(START_MS + turn * TURN_MS)
+
+    def unary(
+        self, turn: int, signal_type: str, polarity: str, art: str, feats: list[Feat]
+    ) -> None:
+        at = self._ts(turn)
+        for t, p in feats:  # one handler call = one signal per listed feature
+            self.seq += 1
+            self.state.apply(
+                SignalEvent(
+                    seq=self.seq,
+                    at=at,
+                    recorded_at=at,
+                    signal_type=signal_type,
+                    preference_type=t,
+                    pattern=p,
+                    polarity=polarity,
+                    scope="global",
+                    artifact_id=art,
+                    session_id="s",
+                )
+            )
+
+    def comparison(
+        self, turn: int, chose: tuple[str, list[Feat]], over: tuple[str, list[Feat]]
+    ) -> None:
+        at = self._ts(turn)
+        self.seq += 1
+        self.state.apply(
+            ComparisonEvent(
+                seq=self.seq,
+                at=at,
+                recorded_at=at,
+                chose=ComparisonSide(
+                    artifact_id=chose[0], features=[Feature(*f) for f in chose[1]]
+                ),
+                over=ComparisonSide(artifact_id=over[0], features=[Feature(*f) for f in over[1]]),
+            )
+        )
+
+    def block(self) -> str:
+        result = retrieve(self.state.global_records, {}, None, None)
+        return build_prompt_block(result)
+
+
+def parse_block(block: str) -> tuple[set[str], set[str]]:
+    """(Prefer patterns, Avoid patterns) as a model reading the block would see them."""
+    prefer: set[str] = set()
+    avoid: set[str] = set()
+    for line in block.splitlines():
+        head, _, rest = line.partition(":")
+        items = {x.strip() for x in rest.split("·") if x.strip()}
+        if head.startswith("Prefer"):
+            prefer |= items
+        elif head.startswith("Avoid"):
+            avoid |= items
+    return prefer, avoid
+
+
+# -- one arm -------------------------------------------------------------------------------
+ARMS = ("v1-unary", "v2-pairwise", "v2-unary")
+
+
+@dataclass
+class Score:
+    avoid_precision: float | None
+    avoid_recall: float
+    avoid_f1: float
+    prefer_precision: float | None
+    prefer_recall: float
+    prefer_f1: float
+    phantoms: int
+    avoid_size: int
+    prefer_size: int
+
+
+def prf(injected: set[str], truth: set[str]) -> tuple[float | None, float, float]:
+    tp = len(injected & truth)
+    precision = tp / len(injected) if injected else None
+    recall = tp / len(truth) if truth else 0.0
+    f1 = 2 * tp / (len(injected) + len(truth)) if injected or truth else 0.0
+    return precision, recall, f1
+
+
+def score(user: User, block: str) -> Score:
+    prefer, avoid = parse_block(block)
+    ap, ar, af = prf(avoid, user.dislikes)
+    pp, pr, pf = prf(prefer, user.likes)
+    return Score(ap, ar, af, pp, pr, pf, len(avoid - user.dislikes), len(avoid), len(prefer))
+
+
+def run_arm(seed: int, arm: str, cfg: SimConfig, checkpoints: Sequence[int]) -> dict[int, Score]:
+    user = make_user(seed, cfg)
+    rng = random.Random(seed * 104729 + 7)  # the interaction stream (same for every arm)
+    rec = Recorder("1" if arm == "v1-unary" else "2")
+    pairwise = arm == "v2-pairwise"
+    out: dict[int, Score] = {}
+    bias: tuple[set[str], set[str]] = (set(), set())
+    for turn in range(1, max(checkpoints) + 1):
+        if cfg.closed_loop:
+            bias = parse_block(rec.block())
+        a = generate(user, rng, bias, cfg)
+        art_a = f"a{turn}"
+        if rng.random() < cfg.pairwise_share:
+            b = variant(user, rng, a, bias, cfg)
+            art_b = f"b{turn}"
+            ua = utility(user, a) + rng.gauss(0, cfg.noise)
+            ub = utility(user, b) + rng.gauss(0, cfg.noise)
+            (cw, cf), (lw, lf) = ((art_a, a), (art_b, b)) if ua >= ub else ((art_b, b), (art_a, a))
+            ext_c, ext_l = extract(user, cf, cfg.listed), extract(user, lf, cfg.listed)
+            if pairwise:
+                rec.comparison(turn, (cw, ext_c), (lw, ext_l))
+            else:
+                rec.unary(turn, "repeated_acceptance", "positive", cw, ext_c)
+                rec.unary(turn, "abandoned_generation", "negative", lw, ext_l)
+        else:
+            u = utility(user, a) + rng.gauss(0, cfg.noise)
+            r_edit, r_thumbs = rng.random(), rng.random()
+            listed = extract(user, a, cfg.listed)
+            if u > cfg.accept_threshold:
+                rec.unary(turn, "repeated_acceptance", "positive", art_a, listed)
+                if r_edit < cfg.edit_rate:
+                    rec.unary(turn, "manual_refinement", "positive", art_a, listed)
+            elif r_thumbs < cfg.thumbs_share:
+                rec.unary(turn, "thumbs_down", "negative", art_a, listed)
+            else:
+                rec.unary(turn, "abandoned_generation", "negative", art_a, listed)
+        if turn in checkpoints:
+            out[turn] = score(user, rec.block())
+    return out
+
+
+# -- aggregation ---------------------------------------------------------------------------
+@dataclass
+class Row:
+    arm: str
+    n: int
+    avoid_precision: float
+    avoid_recall: float
+    avoid_f1: float
+    prefer_precision: float
+    prefer_recall: float
+    prefer_f1: float
+    phantoms: float
+    avoid_size: float
+    prefer_size: float
+    seeds_with_avoid: int = 0
+    seeds_with_prefer: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+def aggregate(arm: str, n: int, scores: list[Score]) -> Row:
+    ap = [s.avoid_precision for s in scores if s.avoid_precision is not None]
+    pp = [s.prefer_precision for s in scores if s.prefer_precision is not None]
+    return Row(
+        arm=arm,
+        n=n,
+        avoid_precision=_mean(ap),
+        avoid_recall=_mean([s.avoid_recall for s in scores]),
+        avoid_f1=_mean([s.avoid_f1 for s in scores]),
+        prefer_precision=_mean(pp),
+        prefer_recall=_mean([s.prefer_recall for s in scores]),
+        prefer_f1=_mean([s.prefer_f1 for s in scores]),
+        phantoms=_mean([float(s.phantoms) for s in scores]),
+        avoid_size=_mean([float(s.avoid_size) for s in scores]),
+        prefer_size=_mean([float(s.prefer_size) for s in scores]),
+        seeds_with_avoid=len(ap),
+        seeds_with_prefer=len(pp),
+    )
+
+
+def run(cfg: SimConfig, seeds: Sequence[int], arms: Sequence[str] = ARMS) -> list[Row]:
+    rows: list[Row] = []
+    for arm in arms:
+        per: dict[int, list[Score]] = {n: [] for n in CHECKPOINTS}
+        for seed in seeds:
+            for n, s in run_arm(seed, arm, cfg, CHECKPOINTS).items():
+                per[n].append(s)
+        rows.extend(aggregate(arm, n, per[n]) for n in CHECKPOINTS)
+    return rows
+
+
+def table(rows: list[Row], title: str) -> str:
+    head = (
+        f"{'arm':<12} {'n':>4} | {'avoidP':>6} {'avoidR':>6} {'avoidF1':>7} | "
+        f"{'prefP':>6} {'prefR':>6} {'prefF1':>6} | {'phantom':>7} {'|A|':>4} {'|P|':>4}"
+    )
+    lines = [title, head, "-" * len(head)]
+    for r in rows:
+        lines.append(
+            f"{r.arm:<12} {r.n:>4} | {r.avoid_precision:>6.3f} {r.avoid_recall:>6.3f} "
+            f"{r.avoid_f1:>7.3f} | {r.prefer_precision:>6.3f} {r.prefer_recall:>6.3f} "
+            f"{r.prefer_f1:>6.3f} | {r.phantoms:>7.2f} {r.avoid_size:>4.1f} {r.prefer_size:>4.1f}"
+        )
+    return "\n".join(lines)
+
+
+def targets(rows: list[Row]) -> list[tuple[str, bool, str]]:
+    """The acceptance targets of issue 6, evaluated on ``rows``."""
+    by = {(r.arm, r.n): r for r in rows}
+    v1, v2 = by[("v1-unary", 200)], by[("v2-pairwise", 200)]
+    e1, e2 = by[("v1-unary", 50)], by[("v2-pairwise", 50)]
+    checks = [
+        (
+            "200: avoid F1 gain >= 0.20",
+            v2.avoid_f1 - v1.avoid_f1 >= 0.2,
+            f"{v2.avoid_f1:.3f} vs {v1.avoid_f1:.3f} (+{v2.avoid_f1 - v1.avoid_f1:.3f})",
+        ),
+        (
+            "200: prefer F1 gain >= 0.20",
+            v2.prefer_f1 - v1.prefer_f1 >= 0.2,
+            f"{v2.prefer_f1:.3f} vs {v1.prefer_f1:.3f} (+{v2.prefer_f1 - v1.prefer_f1:.3f})",
+        ),
+        ("200: avoid precision >= 0.85", v2.avoid_precision >= 0.85, f"{v2.avoid_precision:.3f}"),
+        (
+            "200: phantoms <= v1",
+            v2.phantoms <= v1.phantoms,
+            f"{v2.phantoms:.2f} vs {v1.phantoms:.2f}",
+        ),
+        (
+            "50: v2 ahead on avoid F1",
+            e2.avoid_f1 > e1.avoid_f1,
+            f"{e2.avoid_f1:.3f} vs {e1.avoid_f1:.3f}",
+        ),
+        (
+            "50: v2 ahead on prefer F1",
+            e2.prefer_f1 > e1.prefer_f1,
+            f"{e2.prefer_f1:.3f} vs {e1.prefer_f1:.3f}",
+        ),
+    ]
+    return checks
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    ap.add_argument("--seeds", type=int, default=50)
+    ap.add_argument("--first-seed", type=int, default=1)
+    ap.add_argument("--mode", choices=("open", "closed", "both"), default="both")
+    ap.add_argument("--json", type=Path, help="write all rows as JSON here")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a SimConfig field (e.g. --set listed=2)",
+    )
+    args = ap.parse_args(argv)
+    overrides: dict[str, Any] = {}
+    for kv in args.set:
+        k, _, v = kv.partition("=")
+        overrides[k] = type(getattr(SimConfig(), k))(v)
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    modes = ("open", "closed") if args.mode == "both" else (args.mode,)
+    report: dict[str, Any] = {}
+    ok = True
+    for mode in modes:
+        cfg = SimConfig(**{**overrides, "closed_loop": mode == "closed"})
+        t0 = time.perf_counter()
+        rows = run(cfg, seeds)
+        dt = time.perf_counter() - t0
+        print(table(rows, f"== {mode} loop, {len(seeds)} seeds, {dt:.1f} s =="))
+        for name, passed, detail in targets(rows):
+            ok &= passed
+            print(f"  [{'PASS' if passed else 'FAIL'}] {name}: {detail}")
+        print()
+        report[mode] = {"config": asdict(cfg), "rows": [asdict(r) for r in rows]}
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+    return 0 if ok else 1
+
+
+Scorer = Callable[[User, str], Score]
+
+if __name__ == "__main__":
+    raise SystemExit(main())

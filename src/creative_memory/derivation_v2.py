@@ -1,0 +1,794 @@
+"""Derivation version ``"2"``: pairwise-aware, with provisional unary evidence (design.md §3).
+
+Version 1 folds each signal into a record through the prototype's reversal ladder. That
+cannot use contrastive evidence: a neutral feature that merely rode along with the real reason
+collects random-signed evidence, and the ladder turns the noise into stable records. Version 2
+instead treats every piece of feedback as an *observation about a set of features* and fits
+one regularised linear paired-comparison model per bucket (global, or one project):
+
+* a **comparison** "chose A over B" is a row ``x = 1[A] − 1[B]`` (features in both sides
+  cancel; ``dimensions`` keeps only features whose ``preference_type`` starts with one of the
+  given prefixes) with outcome ``y = +1``: the Thurstone model ``P(A ≻ B) = Φ(β·x)``,
+  linearised;
+* a **unary outcome** (accept, thumbs, abandon, rejection) is one bit about a whole artifact:
+  the features the extractor listed for it (the adapter's signals of one handler call) form
+  one row ``x = 1[listed]`` plus an intercept (the user's base rate), ``y = ±1``. Because
+  every listed feature is a regressor, a salient-but-innocent feature that appears in
+  accepted and rejected artifacts alike is explained away instead of being blamed;
+* **explicit statements** (tag, edit-and-save, revert) are rows about the listed features
+  without intercept.
+
+Rows are weighted by the evidence-kind weights of :data:`V2_TABLE`; the estimate is the MAP
+under a Gaussian prior (ridge): ``β = (XᵀWX + Λ)⁻¹ XᵀWy``, solved by a Cholesky factorisation
+in canonical feature order. The sufficient statistics ``XᵀWX`` and ``XᵀWy`` are integer sums,
+so the estimate depends on the *set* of observations only — never on their order — and the
+fit is fixed work, hence deterministic. It is recomputed lazily, only when a read needs it.
+
+Each feature becomes one record. Its strength is a lower confidence bound on the effect,
+``(|β| − z·sd) / full_effect`` clamped to [0, 1], with ``sd = sqrt([(XᵀWX + Λ)⁻¹]_ff)``: the
+confidence comes from the evidence behind that particular estimate (collinear features share
+it). Records supported only by unary outcomes are **provisional**: strength capped at
+``provisional_cap`` (so the label is at most ``medium``) until a reinforcing kind (tag, edit,
+revert or comparison) supports the same direction. A feature whose unary and reinforcing
+contributions materially disagree is marked ``under_review`` (not injected) — a large unary
+aggregate is neither silently outweighed by a few comparisons nor silently kept against many.
+
+Decay (``decay_pass`` events) works per feature as in version 1 (``decay_at`` = last evidence
++ 90 days; one ×0.70 step per pass that finds it due; archived 180 days after its last
+evidence), but on the multiplier applied to the fitted strength; new evidence resets it.
+
+:meth:`DerivedStateV2.evidence_for` returns, for a record, the estimate, its uncertainty, the
+table in force and each evidence kind's events and exact contribution to the estimate (the
+contributions add up to the estimate).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Final
+
+from .constants import DECAY_DAYS
+from .derivation import (
+    DerivedState,
+    _Bucket,
+    confidence_of,
+    register_version,
+)
+from .events import ComparisonEvent, Event, LegacyRecordEvent, SignalEvent
+from .models import DecayResult, Preference, Refinement
+from .timeutil import MS_PER_DAY, format_ts, ts_to_ms
+
+VERSION: Final = "2"
+
+FeatureKey = tuple[str, str]  # (preference_type, pattern)
+
+#: The version-2 weighting policy (design.md §1: "weighting policy is data inside the
+#: version"). ``weight``: row precision in integer evidence units. ``outcome``: the row is a
+#: verdict on a whole artifact (gets the intercept); else it is a statement about the listed
+#: features. ``reinforcing``: releases the provisional cap. Tuned on
+#: ``benchmarks/taste_recovery.py`` (docs/quality.md).
+V2_TABLE: Final[Mapping[str, Any]] = MappingProxyType(
+    {
+        "kinds": MappingProxyType(
+            {
+                "pairwise_comparison": MappingProxyType(
+                    {"weight": 4, "outcome": False, "reinforcing": True}
+                ),
+                "explicit_tag": MappingProxyType(
+                    {"weight": 6, "outcome": False, "reinforcing": True}
+                ),
+                "revert_after_edit": MappingProxyType(
+                    {"weight": 5, "outcome": False, "reinforcing": True}
+                ),
+                "manual_refinement": MappingProxyType(
+                    {"weight": 4, "outcome": True, "reinforcing": True}
+                ),
+                "legacy_record": MappingProxyType(
+                    {"weight": 2, "outcome": False, "reinforcing": False}
+                ),
+                "repeated_acceptance": MappingProxyType(
+                    {"weight": 3, "outcome": True, "reinforcing": False}
+                ),
+                "thumbs_up": MappingProxyType({"weight": 2, "outcome": True, "reinforcing": False}),
+                "thumbs_down": MappingProxyType(
+                    {"weight": 2, "outcome": True, "reinforcing": False}
+                ),
+                "single_rejection": MappingProxyType(
+                    {"weight": 2, "outcome": True, "reinforcing": False}
+                ),
+                "abandoned_generation": MappingProxyType(
+                    {"weight": 1, "outcome": True, "reinforcing": False}
+                ),
+            }
+        ),
+        # Gaussian prior precision (evidence units) on each feature effect and on the intercept
+        "prior": 8,
+        "intercept_prior": 32,
+        # a comparison feature whose type the other side does not list: its contrast, in
+        # halves (1 = x = ±½: it may be present there too, unlisted)
+        "unaligned_contrast_halves": 1,
+        # residual variance per evidence unit: prior guess and its weight in rows
+        "sigma_prior": 2.0,
+        "sigma_prior_rows": 4,
+        # strength = clamp((|β| − z·sd) / full_effect, 0, 1); z by polarity (an Avoid that is
+        # wrong costs more than a missed one: it steers generation away from good options)
+        "z_positive": 1.0,
+        "z_negative": 2.25,
+        "full_effect": 0.35,
+        # unary-only records: strength ≤ cap (label ≤ medium) until reinforced
+        "provisional_cap": 0.65,
+        # a legacy record of strength s counts as round(s × legacy_units) units
+        "legacy_units": 20,
+        # unary vs reinforcing contributions of opposite sign, both ≥ this ⇒ under_review
+        "contest_min": 0.15,
+        "decay_factor": 0.70,
+        "decay_days": DECAY_DAYS,
+        "archive_days": 180,
+    }
+)
+
+_KINDS: Final = tuple(V2_TABLE["kinds"])
+
+
+def _kind_weight(kind: str) -> int:
+    return int(V2_TABLE["kinds"][kind]["weight"])
+
+
+def _is_outcome(kind: str) -> bool:
+    return bool(V2_TABLE["kinds"][kind]["outcome"])
+
+
+def _is_reinforcing(kind: str) -> bool:
+    return bool(V2_TABLE["kinds"][kind]["reinforcing"])
+
+
+def _content_id(bucket: str | None, key: FeatureKey, polarity: str) -> str:
+    seed = f"v2\0{bucket or ''}\0{key[0]}\0{key[1]}\0{polarity}"
+    n = int.from_bytes(hashlib.sha256(seed.encode()).digest()[:8], "big")
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+    chars = []
+    for _ in range(6):
+        n, r = divmod(n, 36)
+        chars.append(alphabet[r])
+    return "pref_" + "".join(chars)
+
+
+@dataclass
+class _Feature:
+    """Per-feature bookkeeping (everything except the fit)."""
+
+    col: int
+    counts: dict[str, list[int]] = field(default_factory=dict)  # kind → [for, against]
+    support: list[int] = field(default_factory=lambda: [0, 0])  # reinforcing events +/−
+    tags: set[str] = field(default_factory=set)
+    events: int = 0
+    last_ms: int = 0
+    last_seen: str = ""
+    decay_at: str = ""
+    decay_steps: int = 0
+    archived: bool = False
+
+    def dump(self) -> dict[str, Any]:
+        return {
+            "col": self.col,
+            "counts": self.counts,
+            "support": self.support,
+            "tags": sorted(self.tags),
+            "events": self.events,
+            "last_ms": self.last_ms,
+            "last_seen": self.last_seen,
+            "decay_at": self.decay_at,
+            "decay_steps": self.decay_steps,
+            "archived": self.archived,
+        }
+
+    @classmethod
+    def load(cls, d: Mapping[str, Any]) -> _Feature:
+        return cls(
+            col=int(d["col"]),
+            counts={k: [int(v[0]), int(v[1])] for k, v in d["counts"].items()},
+            support=[int(d["support"][0]), int(d["support"][1])],
+            tags=set(d["tags"]),
+            events=int(d["events"]),
+            last_ms=int(d["last_ms"]),
+            last_seen=str(d["last_seen"]),
+            decay_at=str(d["decay_at"]),
+            decay_steps=int(d["decay_steps"]),
+            archived=bool(d["archived"]),
+        )
+
+
+@dataclass
+class _Fit:
+    sigma2: float  # residual variance per evidence unit (pooled, with a prior)
+    order: list[int]  # canonical column order used for the factorisation
+    pos: dict[int, int]  # column → position in ``order``
+    chol: list[list[float]]  # lower-triangular factor
+    beta: dict[int, float]
+    var: dict[int, float]
+    unary: dict[int, float]  # contribution of outcome kinds (+ legacy)
+    reinforcing: dict[int, float]
+
+
+class _Model:
+    """Sufficient statistics and fit of one bucket."""
+
+    def __init__(self) -> None:
+        self.features: dict[FeatureKey, _Feature] = {}
+        self.keys: list[FeatureKey | None] = [None]  # column → feature (0 = intercept)
+        self.xx: dict[tuple[int, int], int] = {}  # (i ≤ j) → Σ w·x_i·x_j
+        self.xy: dict[str, dict[int, int]] = {}  # kind → column → Σ w·y·x
+        self.yy = 0  # Σ w·y² over rows
+        self.rows = 0
+        self.fit: _Fit | None = None
+
+    def feature(self, key: FeatureKey) -> _Feature:
+        f = self.features.get(key)
+        if f is None:
+            f = self.features[key] = _Feature(col=len(self.keys))
+            self.keys.append(key)
+        return f
+
+    def add_row(self, kind: str, cols: list[tuple[int, int]], y: int, denom: int = 1) -> None:
+        """Add one observation: ``cols`` are (column, x·denom) pairs, outcome ``y`` (±1).
+
+        With ``denom = 2`` a feature can enter with x = ±½; the sums stay integral because
+        such kinds have weights that are multiples of 4 (checked)."""
+        w = _kind_weight(kind)
+        d2 = denom * denom
+        if w % d2:
+            raise ValueError(f"weight of {kind} must be a multiple of {d2}")
+        xx = self.xx
+        xy = self.xy.setdefault(kind, {})
+        self.yy += w
+        self.rows += 1
+        for a, (i, xi) in enumerate(cols):
+            xy[i] = xy.get(i, 0) + w * y * xi // denom
+            for j, xj in cols[a:]:
+                k = (i, j) if i <= j else (j, i)
+                xx[k] = xx.get(k, 0) + w * xi * xj // d2
+        self.fit = None
+
+    def extend_row(self, kind: str, row: list[tuple[int, int]], col: int, y: int) -> None:
+        """Add column ``col`` (x = 1) to the open row ``row`` (which already counted)."""
+        w = _kind_weight(kind)
+        xx = self.xx
+        xy = self.xy.setdefault(kind, {})
+        xy[col] = xy.get(col, 0) + w * y
+        for i, xi in row:
+            k = (i, col) if i <= col else (col, i)
+            xx[k] = xx.get(k, 0) + w * xi
+        xx[(col, col)] = xx.get((col, col), 0) + w
+        row.append((col, 1))
+        self.fit = None
+
+    # -- the fit -------------------------------------------------------------------------
+    def solve(self) -> _Fit:
+        if self.fit is not None:
+            return self.fit
+        table = V2_TABLE
+        feats = sorted(
+            (k, f.col) for k, f in self.features.items()
+        )  # canonical order: by (type, pattern)
+        order = [0] + [c for _, c in feats]
+        pos = {c: p for p, c in enumerate(order)}
+        n = len(order)
+        a = [[0.0] * n for _ in range(n)]
+        for (i, j), v in self.xx.items():
+            pi, pj = pos[i], pos[j]
+            if pi < pj:
+                pi, pj = pj, pi
+            a[pi][pj] = float(v)  # lower triangle
+        a[0][0] += float(table["intercept_prior"])
+        lam = float(table["prior"])
+        for p in range(1, n):
+            a[p][p] += lam
+        chol = _cholesky(a)
+        unary_b = [0.0] * n
+        reinf_b = [0.0] * n
+        for kind, vec in self.xy.items():
+            target = reinf_b if _is_reinforcing(kind) else unary_b
+            for c, v in vec.items():
+                target[pos[c]] += float(v)
+        # exact decomposition: β = A⁻¹ b_unary + A⁻¹ b_reinforcing
+        bu = _chol_solve(chol, unary_b)
+        br = _chol_solve(chol, reinf_b)
+        inv = _inverse_diagonal(chol)
+        beta_v = [bu[p] + br[p] for p in range(n)]
+        # residual variance: RSS = yᵀWy − βᵀb − βᵀΛβ; dof = rows − effective parameters
+        b_all = [bu_ + br_ for bu_, br_ in zip(unary_b, reinf_b, strict=True)]
+        prior_diag = [float(table["intercept_prior"])] + [lam] * (n - 1)
+        rss = float(self.yy) - sum(bv * bb for bv, bb in zip(beta_v, b_all, strict=True))
+        rss -= sum(pd * bv * bv for pd, bv in zip(prior_diag, beta_v, strict=True))
+        p_eff = n - sum(pd * iv for pd, iv in zip(prior_diag, inv, strict=True))
+        nu0 = float(table["sigma_prior_rows"])
+        s0 = float(table["sigma_prior"])
+        sigma2 = (max(rss, 0.0) + nu0 * s0) / max(self.rows - p_eff + nu0, 1.0)
+        var = [sigma2 * iv for iv in inv]
+        beta = {c: beta_v[pos[c]] for c in order}
+        self.fit = _Fit(
+            sigma2=sigma2,
+            order=order,
+            pos=pos,
+            chol=chol,
+            beta=beta,
+            var={c: var[pos[c]] for c in order},
+            unary={c: bu[pos[c]] for c in order},
+            reinforcing={c: br[pos[c]] for c in order},
+        )
+        return self.fit
+
+    def kind_contributions(self, col: int) -> dict[str, float]:
+        fit = self.solve()
+        n = len(fit.order)
+        out: dict[str, float] = {}
+        for kind in _KINDS:
+            vec = self.xy.get(kind)
+            if not vec:
+                continue
+            b = [0.0] * n
+            for c, v in vec.items():
+                b[fit.pos[c]] += float(v)
+            out[kind] = _chol_solve(fit.chol, b)[fit.pos[col]]
+        return out
+
+    # -- persistence ---------------------------------------------------------------------
+    def dump(self) -> dict[str, Any]:
+        return {
+            "features": [[list(k), f.dump()] for k, f in self.features.items()],
+            "xx": [[i, j, v] for (i, j), v in self.xx.items()],
+            "xy": {kind: [[c, v] for c, v in vec.items()] for kind, vec in self.xy.items()},
+            "yy": self.yy,
+            "rows": self.rows,
+        }
+
+    @classmethod
+    def load(cls, d: Mapping[str, Any]) -> _Model:
+        m = cls()
+        feats = [((str(k[0]), str(k[1])), _Feature.load(f)) for k, f in d["features"]]
+        m.keys = [None] * (1 + len(feats))
+        for key, f in feats:
+            m.features[key] = f
+            m.keys[f.col] = key
+        m.xx = {(int(i), int(j)): int(v) for i, j, v in d["xx"]}
+        m.xy = {kind: {int(c): int(v) for c, v in vec} for kind, vec in d["xy"].items()}
+        m.yy = int(d["yy"])
+        m.rows = int(d["rows"])
+        return m
+
+
+def _cholesky(a: list[list[float]]) -> list[list[float]]:
+    """Lower-triangular ``L`` with ``L Lᵀ = A`` (``a``'s lower triangle is read)."""
+    n = len(a)
+    low: list[list[float]] = [[] for _ in range(n)]
+    for i in range(n):
+        ai = a[i]
+        li = low[i]
+        for j in range(i):
+            lj = low[j]
+            s = ai[j]
+            for k in range(j):
+                s -= li[k] * lj[k]
+            li.append(s / lj[j])
+        s = ai[i]
+        for k in range(i):
+            s -= li[k] * li[k]
+        li.append(math.sqrt(s))
+    return low
+
+
+def _chol_solve(low: list[list[float]], b: list[float]) -> list[float]:
+    n = len(low)
+    z = [0.0] * n
+    for i in range(n):
+        li = low[i]
+        s = b[i]
+        for k in range(i):
+            s -= li[k] * z[k]
+        z[i] = s / li[i]
+    x = [0.0] * n
+    for i in range(n - 1, -1, -1):
+        s = z[i]
+        for k in range(i + 1, n):
+            s -= low[k][i] * x[k]
+        x[i] = s / low[i][i]
+    return x
+
+
+def _inverse_diagonal(low: list[list[float]]) -> list[float]:
+    """``diag(A⁻¹)`` from ``A = L Lᵀ``: ``A⁻¹ = L⁻ᵀ L⁻¹``, so entry i is Σ_k (L⁻¹)_{ki}²."""
+    n = len(low)
+    out = [0.0] * n
+    for i in range(n):  # column i of L⁻¹ by forward substitution
+        col = [0.0] * n
+        col[i] = 1.0 / low[i][i]
+        acc = col[i] * col[i]
+        for k in range(i + 1, n):
+            lk = low[k]
+            s = 0.0
+            for m in range(i, k):
+                s -= lk[m] * col[m]
+            v = s / lk[k]
+            col[k] = v
+            acc += v * v
+        out[i] = acc
+    return out
+
+
+class DerivedStateV2(DerivedState):
+    """Version 2 state: per-bucket models; records are materialised lazily from the fit."""
+
+    def __init__(self, version: str) -> None:
+        super().__init__(version)
+        self._models: dict[str | None, _Model] = {}
+        self._row: tuple[tuple[Any, ...], str | None, list[tuple[int, int]]] | None = None
+        self._stale = False
+
+    # -- lazy materialisation: every read path refreshes the records first ----------------
+    def materialize(self) -> None:
+        """Bring the record lists up to date with the evidence (no-op when fresh)."""
+        if not self._stale:
+            return
+        self._stale = False
+        for bucket_id, model in self._models.items():
+            bucket = super()._bucket_for(bucket_id)
+            recs = self._records_for(bucket_id, model)
+            bucket.records[:] = recs  # in place: callers may hold the list
+            bucket.first.clear()
+            bucket.by_id.clear()
+            for r in recs:
+                bucket.first.setdefault((r.preference_type, r.pattern, r.polarity), r)
+                bucket.by_id.setdefault(r.id, r)
+
+    @property
+    def global_records(self) -> list[Preference]:
+        self.materialize()
+        return self.global_bucket.records
+
+    def project_records(self, project_id: str) -> list[Preference] | None:
+        self.materialize()
+        return super().project_records(project_id)
+
+    def buckets(self) -> Iterable[_Bucket]:
+        self.materialize()
+        return super().buckets()
+
+    def export_record(self, rec: Preference) -> Preference:
+        """A copy of the *current* record for ``rec``'s feature (its polarity may have
+        changed since ``rec`` was returned by :meth:`apply`)."""
+        self.materialize()
+        bucket_id = None if rec.scope == "global" else rec.scope[len("project:") :]
+        first = super()._bucket_for(bucket_id).first
+        for polarity in (rec.polarity, "negative" if rec.polarity == "positive" else "positive"):
+            live = first.get((rec.preference_type, rec.pattern, polarity))
+            if live is not None:
+                return super().export_record(live)
+        return super().export_record(rec)
+
+    def dump(self) -> bytes:
+        self.materialize()
+        return super().dump()
+
+    # -- persistence hooks ---------------------------------------------------------------
+    def _dump_extra(self) -> Any:
+        return {
+            "models": [[b, m.dump()] for b, m in self._models.items()],
+            "row": None
+            if self._row is None
+            else [list(self._row[0]), self._row[1], [list(c) for c in self._row[2]]],
+        }
+
+    def _load_extra(self, extra: Any) -> None:
+        if not extra:
+            return
+        self._models = {b: _Model.load(m) for b, m in extra["models"]}
+        row = extra.get("row")
+        if row is not None:
+            self._row = (tuple(row[0]), row[1], [(int(c), int(x)) for c, x in row[2]])
+        self._stale = True
+
+    # -- the fold ------------------------------------------------------------------------
+    def apply(self, event: Event) -> Preference | Refinement | None:
+        if not isinstance(event, SignalEvent):
+            self._row = None  # a signal row never spans another event
+        out = super().apply(event)
+        if isinstance(event, ComparisonEvent):
+            return self._apply_comparison(event)
+        return out
+
+    def _model(self, bucket_id: str | None) -> _Model:
+        m = self._models.get(bucket_id)
+        if m is None:
+            m = self._models[bucket_id] = _Model()
+            super()._bucket_for(bucket_id)  # keep bucket order = first evidence
+        return m
+
+    def _touch(self, f: _Feature, at: str) -> None:
+        ms = ts_to_ms(at)
+        f.events += 1
+        if ms >= f.last_ms or not f.last_seen:
+            f.last_ms = ms
+            f.last_seen = at
+        f.decay_at = format_ts(f.last_ms + int(V2_TABLE["decay_days"]) * MS_PER_DAY)
+        f.decay_steps = 0
+        f.archived = False
+
+    def _apply_signal(self, ev: SignalEvent) -> Preference:
+        kind = ev.signal_type
+        bucket_id = ev.project_id if ev.scope == "project" else None
+        model = self._model(bucket_id)
+        key = (ev.preference_type, ev.pattern)
+        f = model.feature(key)
+        y = 1 if ev.polarity == "positive" else -1
+        row_key = (
+            ev.artifact_id,
+            ev.session_id,
+            ev.at,
+            kind,
+            ev.polarity,
+            ev.scope,
+            ev.tag_text,
+        )
+        open_row = self._row
+        if (
+            ev.artifact_id is not None
+            and open_row is not None
+            and open_row[0] == row_key
+            and open_row[1] == bucket_id
+            and all(c != f.col for c, _ in open_row[2])
+        ):
+            row = open_row[2]
+            if _is_outcome(kind) and len(row) == 1:
+                # a verdict on an artifact with several listed features: part of it is the
+                # user's general tendency (the intercept), identified across artifacts
+                model.extend_row(kind, row, 0, y)
+            model.extend_row(kind, row, f.col, y)
+        else:
+            # a verdict on an artifact with one listed feature is about that feature (as in
+            # version 1): the intercept is not identifiable from such rows
+            cols = [(f.col, 1)]
+            model.add_row(kind, cols, y)
+            self._row = (row_key, bucket_id, cols)
+        c = f.counts.setdefault(kind, [0, 0])
+        c[0 if y > 0 else 1] += 1
+        if _is_reinforcing(kind):
+            f.support[0 if y > 0 else 1] += 1
+        if ev.tag_text:
+            f.tags.add(ev.tag_text)
+        self._touch(f, ev.at)
+        self._stale = True
+        return self._stub(bucket_id, key, ev)
+
+    def _apply_comparison(self, ev: ComparisonEvent) -> Preference | None:
+        bucket_id = ev.project_id if ev.scope == "project" else None
+        dims = ev.dimensions
+
+        def keep(ptype: str) -> bool:
+            return dims is None or any(ptype.startswith(d) for d in dims)
+
+        chose = {(x.preference_type, x.pattern) for x in ev.chose.features}
+        over = {(x.preference_type, x.pattern) for x in ev.over.features}
+        plus = sorted(k for k in chose - over if keep(k[0]))
+        minus = sorted(k for k in over - chose if keep(k[0]))
+        if not plus and not minus:
+            return None
+        # A feature listed on one side only is a full contrast (x = ±1) when the other side
+        # lists a different pattern of the same type; when the other side says nothing about
+        # that type the feature may be present there too, just not listed (extractors list
+        # the salient features only), so it counts as half a contrast (x = ±½).
+        chose_types = {k[0] for k in chose}
+        over_types = {k[0] for k in over}
+        model = self._model(bucket_id)
+        kind = "pairwise_comparison"
+        cols: list[tuple[int, int]] = []
+        for keys, sign, other in ((plus, 1, over_types), (minus, -1, chose_types)):
+            for key in keys:
+                half = 2 if key[0] in other else int(V2_TABLE["unaligned_contrast_halves"])
+                if half == 0:
+                    continue
+                f = model.feature(key)
+                cols.append((f.col, sign * half))
+                c = f.counts.setdefault(kind, [0, 0])
+                c[0 if sign > 0 else 1] += 1
+                f.support[0 if sign > 0 else 1] += 1
+                self._touch(f, ev.at)
+        if not cols:
+            return None
+        cols.sort()
+        model.add_row(kind, cols, 1, denom=2)
+        self._stale = True
+        return None
+
+    def _apply_legacy(self, ev: LegacyRecordEvent) -> None:
+        r = ev.record
+        model = self._model(ev.bucket)
+        key = (str(r["preference_type"]), str(r["pattern"]))
+        f = model.feature(key)
+        units = round(float(r.get("signal_strength") or 0.0) * float(V2_TABLE["legacy_units"]))
+        y = 1 if r.get("polarity") == "positive" else -1
+        kind = "legacy_record"
+        # one unit-weight row per unit keeps the statistics integral
+        for _ in range(max(units, 0) // _kind_weight(kind)):
+            model.add_row(kind, [(f.col, 1)], y)
+        c = f.counts.setdefault(kind, [0, 0])
+        c[0 if y > 0 else 1] += 1
+        strong = {"explicit_tag", "manual_refinement", "revert_after_edit"}
+        if strong & set(r.get("sources") or []):
+            f.support[0 if y > 0 else 1] += 1
+        for t in r.get("explicit_tags") or []:
+            f.tags.add(str(t))
+        last_seen = str(r.get("last_seen") or ev.at)
+        try:
+            self._touch(f, format_ts(ts_to_ms(last_seen)))
+        except ValueError:
+            self._touch(f, ev.at)
+        self._used_ids.add(str(r.get("id")))
+        self._row = None
+        self._stale = True
+
+    # -- decay ---------------------------------------------------------------------------
+    def _decay(self, now_ms: int, *, apply: bool) -> DecayResult:
+        decayed = archived = 0
+        archive_ms = int(V2_TABLE["archive_days"]) * MS_PER_DAY
+        new_decay_at = format_ts(now_ms + int(V2_TABLE["decay_days"]) * MS_PER_DAY)
+        for model in self._models.values():
+            for f in model.features.values():
+                if f.archived:
+                    continue
+                if now_ms - f.last_ms >= archive_ms:
+                    archived += 1
+                    if apply:
+                        f.archived = True
+                    continue
+                if now_ms - ts_to_ms(f.decay_at) >= 0:
+                    decayed += 1
+                    if apply:
+                        f.decay_steps += 1
+                        f.decay_at = new_decay_at
+        if apply and (decayed or archived):
+            self._stale = True
+        return DecayResult(decayed=decayed, archived=archived)
+
+    # -- records -------------------------------------------------------------------------
+    def _stub(self, bucket_id: str | None, key: FeatureKey, ev: SignalEvent) -> Preference:
+        """What :meth:`apply` returns for a signal without fitting: the feature's identity.
+        :meth:`export_record` turns it into the current record (fitting lazily)."""
+        scope = "global" if bucket_id is None else "project:" + bucket_id
+        return Preference(
+            id=_content_id(bucket_id, key, ev.polarity),
+            preference_type=key[0],
+            pattern=key[1],
+            polarity=ev.polarity,
+            signal_strength=0.0,
+            confidence="low",
+            sources=[ev.signal_type],
+            accept_count=0,
+            reject_count=0,
+            explicit_tags=[],
+            last_seen=ev.at,
+            decay_at=ev.at,
+            scope=scope,
+            reversal_signals=0,
+            reversal_first_seen=None,
+            polarity_status="stable",
+            shadow_of=None,
+            derivation_version=self.version,
+            source_event_count=0,
+            last_derived_event_seq=ev.seq,
+        )
+
+    def _records_for(self, bucket_id: str | None, model: _Model) -> list[Preference]:
+        if not model.features:
+            return []
+        fit = model.solve()
+        table = V2_TABLE
+        z_pos = float(table["z_positive"])
+        z_neg = float(table["z_negative"])
+        full = float(table["full_effect"])
+        cap = float(table["provisional_cap"])
+        contest = float(table["contest_min"])
+        factor = float(table["decay_factor"])
+        scope = "global" if bucket_id is None else "project:" + bucket_id
+        out: list[Preference] = []
+        for key in sorted(model.features):
+            f = model.features[key]
+            beta = fit.beta[f.col]
+            if beta > 0:
+                polarity = "positive"
+            elif beta < 0:
+                polarity = "negative"
+            else:
+                polarity = "positive" if f.support[0] >= f.support[1] else "negative"
+            sd = math.sqrt(max(fit.var[f.col], 0.0))
+            z = z_pos if polarity == "positive" else z_neg
+            strength = min(max((abs(beta) - z * sd) / full, 0.0), 1.0)
+            sign = 1 if polarity == "positive" else -1
+            reinforced = f.support[0 if sign > 0 else 1] > 0
+            if not reinforced:
+                strength = min(strength, cap)
+            strength *= factor**f.decay_steps
+            cu, cr = fit.unary[f.col], fit.reinforcing[f.col]
+            contested = cu * cr < 0 and min(abs(cu), abs(cr)) >= contest
+            status = "archived" if f.archived else ("under_review" if contested else "stable")
+            pos = sum(v[0] for v in f.counts.values())
+            neg = sum(v[1] for v in f.counts.values())
+            out.append(
+                Preference(
+                    id=_content_id(bucket_id, key, polarity),
+                    preference_type=key[0],
+                    pattern=key[1],
+                    polarity=polarity,
+                    signal_strength=strength,
+                    confidence=confidence_of(strength),
+                    sources=[k for k in _KINDS if k in f.counts],
+                    accept_count=pos,
+                    reject_count=neg,
+                    explicit_tags=sorted(f.tags),
+                    last_seen=f.last_seen,
+                    decay_at=f.decay_at,
+                    scope=scope,
+                    reversal_signals=0,
+                    reversal_first_seen=None,
+                    polarity_status=status,
+                    shadow_of=None,
+                    derivation_version=self.version,
+                    source_event_count=f.events,
+                    last_derived_event_seq=self.last_seq,
+                )
+            )
+        return out
+
+    # -- explanation ---------------------------------------------------------------------
+    def evidence_for(self, record: Preference) -> dict[str, Any]:
+        """Which evidence kinds contributed to ``record``, how much, and its estimate.
+
+        ``kinds[k]``: ``events`` for / against the feature (for a comparison: the feature was
+        on the chosen / the rejected side), the kind's table weight and its exact
+        ``contribution`` to ``estimate`` (contributions sum to the estimate).
+        """
+        bucket_id = None if record.scope == "global" else record.scope[len("project:") :]
+        model = self._models.get(bucket_id)
+        key = (record.preference_type, record.pattern)
+        if model is None or key not in model.features:
+            raise KeyError(f"no evidence for {record.preference_type}/{record.pattern}")
+        f = model.features[key]
+        fit = model.solve()
+        contrib = model.kind_contributions(f.col)
+        beta = fit.beta[f.col]
+        sd = math.sqrt(max(fit.var[f.col], 0.0))
+        sign = 1 if record.polarity == "positive" else -1
+        kinds = {
+            kind: {
+                "for": f.counts[kind][0],
+                "against": f.counts[kind][1],
+                "weight": _kind_weight(kind),
+                "contribution": contrib.get(kind, 0.0),
+            }
+            for kind in _KINDS
+            if kind in f.counts
+        }
+        return {
+            "derivation_version": self.version,
+            "estimate": beta,
+            "sd": sd,
+            "lower_bound": abs(beta) - float(V2_TABLE[f"z_{record.polarity}"]) * sd,
+            "unary_contribution": fit.unary[f.col],
+            "reinforcing_contribution": fit.reinforcing[f.col],
+            "provisional": f.support[0 if sign > 0 else 1] == 0,
+            "decay_steps": f.decay_steps,
+            "kinds": kinds,
+            "table": _plain(V2_TABLE),
+        }
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+register_version(VERSION, DerivedStateV2)

@@ -1,0 +1,544 @@
+"""Derivation version "2": pairwise contrasts, the paired-comparison fit, provisional unary
+evidence (design.md §3, issue 6)."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from creative_memory import MemoryStore, adapter
+from creative_memory import derivation as _derivation
+from creative_memory.derivation import DerivedState, derive
+from creative_memory.events import (
+    ComparisonEvent,
+    ComparisonSide,
+    DecayPassEvent,
+    Event,
+    Feature,
+    LegacyRecordEvent,
+    SignalEvent,
+)
+from creative_memory.models import Preference
+from creative_memory.retrieval import retrieve
+from creative_memory.timeutil import MS_PER_DAY, format_ts, parse_ts
+
+# Importing version 2 registers it. Until the store imports it itself, keep the registration
+# scoped to these tests, so other tests (and the CLI subprocesses they start, which do not
+# import this module) see the same set of versions.
+_HAD_V2 = "2" in _derivation._REGISTRY
+from creative_memory.derivation_v2 import V2_TABLE, DerivedStateV2  # noqa: E402
+
+if not _HAD_V2:
+    _derivation._REGISTRY.pop("2", None)
+
+T = "2025-03-01T10:00:00.000Z"
+F = tuple[str, str]
+
+
+@pytest.fixture(autouse=True)
+def _version_2_registered() -> Iterator[None]:
+    saved = dict(_derivation._REGISTRY)
+    _derivation.register_version("2", DerivedStateV2)
+    yield
+    _derivation._REGISTRY.clear()
+    _derivation._REGISTRY.update(saved)
+
+
+class Log:
+    """Builds events with increasing seq, as the store would."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def _seq(self) -> int:
+        return len(self.events) + 1
+
+    def signal(
+        self,
+        signal_type: str,
+        polarity: str,
+        feats: list[F],
+        *,
+        artifact: str = "a",
+        at: str = T,
+        tag_text: str | None = None,
+    ) -> None:
+        for t, p in feats:
+            self.events.append(
+                SignalEvent(
+                    seq=self._seq(),
+                    at=at,
+                    recorded_at=at,
+                    signal_type=signal_type,
+                    preference_type=t,
+                    pattern=p,
+                    polarity=polarity,
+                    scope="global",
+                    artifact_id=artifact,
+                    tag_text=tag_text,
+                )
+            )
+
+    def compare(
+        self, chose: list[F], over: list[F], dims: list[str] | None = None, at: str = T
+    ) -> None:
+        self.events.append(
+            ComparisonEvent(
+                seq=self._seq(),
+                at=at,
+                recorded_at=at,
+                chose=ComparisonSide(features=[Feature(*f) for f in chose]),
+                over=ComparisonSide(features=[Feature(*f) for f in over]),
+                dimensions=dims,
+            )
+        )
+
+    def state(self) -> DerivedStateV2:
+        st = derive(self.events, "2")
+        assert isinstance(st, DerivedStateV2)
+        return st
+
+
+def by_pattern(st: DerivedState) -> dict[str, Preference]:
+    return {r.pattern: r for r in st.global_records}
+
+
+CALM, NEON, AIRY, DENSE = (
+    ("color", "calm"),
+    ("color", "neon"),
+    ("layout", "airy"),
+    ("layout", "dense"),
+)
+SERIF, SANS = ("type", "serif"), ("type", "sans")
+
+
+# -- contrast sets -------------------------------------------------------------------------
+def test_contrast_only_chose_positive_only_over_negative_shared_none() -> None:
+    log = Log()
+    for _ in range(4):
+        log.compare([CALM, AIRY], [NEON, AIRY])
+    st = log.state()
+    recs = by_pattern(st)
+    assert set(recs) == {"calm", "neon"}  # the shared feature gets no evidence at all
+    assert recs["calm"].polarity == "positive"
+    assert recs["neon"].polarity == "negative"
+    est = st.evidence_for(recs["calm"])["estimate"]
+    assert est > 0
+    assert st.evidence_for(recs["neon"])["estimate"] == pytest.approx(-est)
+    assert recs["calm"].signal_strength > 0
+    assert recs["calm"].sources == ["pairwise_comparison"]
+    assert (recs["calm"].accept_count, recs["neon"].reject_count) == (4, 4)
+
+
+def test_comparison_with_no_difference_is_a_no_op() -> None:
+    log = Log()
+    log.compare([CALM, AIRY], [AIRY, CALM])
+    st = log.state()
+    assert st.global_records == []
+    assert st.event_count == 1
+
+
+def test_dimensions_restrict_the_contrast_by_type_prefix() -> None:
+    log = Log()
+    for _ in range(4):
+        log.compare([CALM, DENSE], [NEON, AIRY], dims=["col"])
+    recs = by_pattern(log.state())
+    assert set(recs) == {"calm", "neon"}
+    log2 = Log()
+    log2.compare([CALM, DENSE], [NEON, AIRY], dims=[])
+    assert log2.state().global_records == []
+
+
+def test_a_feature_that_only_rode_along_is_explained_away() -> None:
+    log = Log()
+    for _ in range(4):
+        log.compare([CALM, SERIF], [NEON, SANS])  # serif rides along with the real reason
+        log.compare([CALM, SANS], [NEON, SERIF])  # ...and against it
+    st = log.state()
+    recs = by_pattern(st)
+    assert recs["calm"].signal_strength > 0.4
+    assert recs["serif"].signal_strength == 0.0
+    assert st.evidence_for(recs["serif"])["estimate"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_unary_regression_explains_away_a_salient_innocent() -> None:
+    """Rejections land on every listed feature; the one that also rides along with accepts
+    does not become an avoidance, the one that is present in every rejection does."""
+    log = Log()
+    rng = random.Random(3)
+    for i in range(60):
+        bad = i % 2 == 0
+        feats = [("layout", "salient")] + ([("color", "neon")] if bad else [("color", "calm")])
+        feats.append(("type", rng.choice(["serif", "sans"])))
+        if bad:
+            log.signal("thumbs_down", "negative", feats, artifact=f"x{i}")
+        else:
+            log.signal("repeated_acceptance", "positive", feats, artifact=f"x{i}")
+    recs = by_pattern(log.state())
+    assert recs["neon"].polarity == "negative" and recs["neon"].signal_strength >= 0.4
+    assert recs["salient"].signal_strength < 0.4
+    injected = retrieve(log.state().global_records, {}, None, None)
+    assert [r.pattern for r in injected.negatives] == ["neon"]
+
+
+# -- order independence, determinism, persistence ----------------------------------------------
+def _records(st: DerivedState) -> list[dict[str, Any]]:
+    out = []
+    for r in st.all_records():
+        d = r.to_dict()
+        del d["last_derived_event_seq"]
+        out.append(d)
+    return out
+
+
+def test_the_fit_is_independent_of_comparison_order() -> None:
+    rng = random.Random(7)
+    feats = [(t, f"{t}_{p}") for t in ("color", "layout", "type") for p in range(4)]
+    pairs = []
+    for _ in range(40):
+        a, b = rng.sample(feats, 3), rng.sample(feats, 3)
+        pairs.append((a, b))
+    log1, log2 = Log(), Log()
+    for a, b in pairs:
+        log1.compare(a, b)
+    shuffled = pairs[:]
+    rng.shuffle(shuffled)
+    for a, b in shuffled:
+        log2.compare(a, b)
+    assert _records(log1.state()) == _records(log2.state())
+    assert _records(log1.state()) == _records(log1.state())  # and deterministic
+
+
+def test_state_round_trips_through_dump_and_load_and_keeps_folding() -> None:
+    log = Log()
+    for _ in range(3):
+        log.compare([CALM, AIRY], [NEON, DENSE])
+    log.signal("repeated_acceptance", "positive", [CALM, SERIF], artifact="a1")
+    log.signal("repeated_acceptance", "positive", [CALM, SANS], artifact="a2")
+    half = len(log.events)
+    log.signal("thumbs_down", "negative", [NEON, SANS], artifact="b1")
+    log.compare([SERIF], [SANS])
+    st = derive(log.events[:half], "2")
+    restored = DerivedState.load(st.dump())
+    assert isinstance(restored, DerivedStateV2)
+    assert _records(restored) == _records(st)
+    for ev in log.events[half:]:
+        st.apply(ev)
+        restored.apply(ev)
+    assert _records(restored) == _records(st) == _records(log.state())
+    assert restored.dump() == st.dump()
+
+
+def test_an_open_signal_row_survives_dump_and_load() -> None:
+    log = Log()
+    log.signal("thumbs_down", "negative", [CALM, AIRY, SERIF], artifact="r")
+    st = derive(log.events[:1], "2")
+    restored = DerivedState.load(st.dump())
+    for ev in log.events[1:]:
+        st.apply(ev)
+        restored.apply(ev)
+    assert _records(restored) == _records(st) == _records(log.state())
+
+
+# -- provisional unary evidence ------------------------------------------------------------
+def test_unary_only_records_are_capped_below_high_until_reinforced() -> None:
+    log = Log()
+    for i in range(100):
+        log.signal("repeated_acceptance", "positive", [CALM], artifact=f"a{i}")
+    rec = by_pattern(log.state())["calm"]
+    assert rec.polarity == "positive"
+    assert rec.signal_strength == V2_TABLE["provisional_cap"]
+    assert rec.confidence == "medium"  # injectable, but not top rung
+    assert log.state().evidence_for(rec)["provisional"] is True
+    # an explicit tag releases the cap
+    log.signal("explicit_tag", "positive", [CALM], artifact="t", tag_text="love this")
+    rec = by_pattern(log.state())["calm"]
+    assert rec.confidence == "high"
+    assert rec.explicit_tags == ["love this"]
+    assert "explicit_tag" in rec.sources
+
+
+@pytest.mark.parametrize(
+    "reinforce",
+    ["manual_refinement", "revert_after_edit", "comparison"],
+)
+def test_edit_revert_or_comparison_also_release_the_cap(reinforce: str) -> None:
+    log = Log()
+    for i in range(100):
+        log.signal("repeated_acceptance", "positive", [CALM], artifact=f"a{i}")
+    if reinforce == "comparison":
+        log.compare([CALM], [NEON])
+    else:
+        log.signal(reinforce, "positive", [CALM], artifact="r")
+    assert by_pattern(log.state())["calm"].confidence == "high"
+
+
+def test_reinforcement_in_the_opposite_direction_does_not_release_the_cap() -> None:
+    log = Log()
+    for i in range(100):
+        log.signal("repeated_acceptance", "positive", [CALM], artifact=f"a{i}")
+    log.compare([NEON], [CALM])
+    rec = by_pattern(log.state())["calm"]
+    assert rec.polarity == "positive"
+    assert rec.confidence == "medium"
+
+
+def test_a_large_unary_aggregate_is_not_silently_outweighed_by_two_comparisons() -> None:
+    log = Log()
+    for i in range(100):
+        log.signal("repeated_acceptance", "positive", [CALM], artifact=f"a{i}")
+    st0 = log.state()
+    before = by_pattern(st0)["calm"]
+    log_estimate_before = st0.evidence_for(before)["estimate"]
+    log.compare([NEON], [CALM])
+    log.compare([NEON], [CALM])
+    st = log.state()
+    after = by_pattern(st)["calm"]
+    assert after.polarity == "positive"
+    assert after.polarity_status == "stable"
+    assert after.signal_strength >= 0.4
+    assert after.signal_strength == before.signal_strength == V2_TABLE["provisional_cap"]
+    ev = st.evidence_for(after)
+    # ...and the disagreement is visible, not swallowed
+    assert ev["kinds"]["pairwise_comparison"]["against"] == 2
+    assert ev["kinds"]["pairwise_comparison"]["contribution"] < 0
+    assert ev["kinds"]["repeated_acceptance"]["contribution"] > 0
+    assert ev["estimate"] < log_estimate_before
+    assert sum(k["contribution"] for k in ev["kinds"].values()) == pytest.approx(ev["estimate"])
+
+
+def test_material_disagreement_between_unary_and_explicit_evidence_is_under_review() -> None:
+    log = Log()
+    for i in range(30):
+        log.signal("repeated_acceptance", "positive", [CALM], artifact=f"a{i}")
+    for i in range(12):
+        log.signal("explicit_tag", "negative", [CALM], artifact=f"t{i}", tag_text="too noisy")
+    st = log.state()
+    rec = by_pattern(st)["calm"]
+    ev = st.evidence_for(rec)
+    assert ev["unary_contribution"] > 0 > ev["reinforcing_contribution"]
+    assert rec.polarity_status == "under_review"
+    assert retrieve(st.global_records, {}, None, None).positives == []
+
+
+# -- evidence and table --------------------------------------------------------------------
+def test_evidence_shows_kinds_weights_contributions_and_table() -> None:
+    log = Log()
+    log.signal("explicit_tag", "negative", [NEON], artifact="t", tag_text="too noisy")
+    log.compare([CALM], [NEON])
+    st = log.state()
+    rec = by_pattern(st)["neon"]
+    ev = st.evidence_for(rec)
+    assert set(ev["kinds"]) == {"explicit_tag", "pairwise_comparison"}
+    assert ev["kinds"]["explicit_tag"] == {
+        "for": 0,
+        "against": 1,
+        "weight": V2_TABLE["kinds"]["explicit_tag"]["weight"],
+        "contribution": pytest.approx(ev["kinds"]["explicit_tag"]["contribution"]),
+    }
+    assert ev["estimate"] < 0 and ev["sd"] > 0
+    assert ev["table"]["prior"] == V2_TABLE["prior"]
+    assert rec.derivation_version == "2"
+    with pytest.raises(KeyError):
+        st.evidence_for(rec.__class__(**{**rec.to_dict(), "pattern": "unknown"}))
+
+
+def test_signals_of_one_handler_call_form_one_row() -> None:
+    """Three listed features of one rejected artifact share the blame of one verdict."""
+    one, three = Log(), Log()
+    one.signal("thumbs_down", "negative", [NEON], artifact="x")
+    three.signal("thumbs_down", "negative", [NEON, AIRY, SERIF], artifact="x")
+    m1 = one.state()._models[None]
+    m3 = three.state()._models[None]
+    assert (m1.rows, m3.rows) == (1, 1)
+    # a signal without artifact id is its own row
+    solo = Log()
+    solo.signal("thumbs_down", "negative", [NEON, AIRY], artifact=None)  # type: ignore[arg-type]
+    assert solo.state()._models[None].rows == 2
+
+
+# -- decay and legacy ----------------------------------------------------------------------
+def test_decay_steps_archive_and_reactivation() -> None:
+    log = Log()
+    t0 = parse_ts(T)
+    for i in range(6):
+        log.signal("explicit_tag", "positive", [CALM], artifact=f"a{i}", tag_text="love this")
+    st = log.state()
+    s0 = by_pattern(st)["calm"].signal_strength
+    assert st.decay_preview(t0 + 89 * MS_PER_DAY).decayed == 0
+    at90 = t0 + 90 * MS_PER_DAY
+    assert st.decay_preview(at90).decayed == 1
+    st.apply(DecayPassEvent(seq=100, at=format_ts(at90), recorded_at=format_ts(at90)))
+    rec = by_pattern(st)["calm"]
+    assert rec.signal_strength == pytest.approx(s0 * 0.7)
+    assert rec.decay_at == format_ts(at90 + 90 * MS_PER_DAY)
+    at180 = t0 + 180 * MS_PER_DAY
+    assert st.decay_preview(at180).archived == 1
+    st.apply(DecayPassEvent(seq=101, at=format_ts(at180), recorded_at=format_ts(at180)))
+    assert by_pattern(st)["calm"].polarity_status == "archived"
+    st.apply(
+        SignalEvent(
+            seq=102,
+            at=format_ts(at180),
+            recorded_at=format_ts(at180),
+            signal_type="explicit_tag",
+            preference_type="color",
+            pattern="calm",
+            polarity="positive",
+            scope="global",
+            artifact_id="z",
+        )
+    )
+    rec = by_pattern(st)["calm"]
+    assert rec.polarity_status == "stable"
+    assert rec.signal_strength >= s0
+
+
+def test_legacy_records_seed_the_estimate() -> None:
+    ev = LegacyRecordEvent(
+        seq=1,
+        at=T,
+        recorded_at=T,
+        bucket=None,
+        record={
+            "id": "pref_abc123",
+            "preference_type": "color",
+            "pattern": "neon",
+            "polarity": "negative",
+            "signal_strength": 0.6,
+            "confidence": "medium",
+            "sources": ["explicit_tag"],
+            "explicit_tags": ["too noisy"],
+            "last_seen": "2025-02-01T00:00:00.000Z",
+            "decay_at": "2025-05-02T00:00:00.000Z",
+            "scope": "global",
+            "polarity_status": "stable",
+        },
+    )
+    st = derive([ev], "2")
+    (rec,) = st.global_records
+    assert (rec.pattern, rec.polarity) == ("neon", "negative")
+    assert rec.signal_strength > 0
+    assert rec.explicit_tags == ["too noisy"]
+    assert rec.last_seen == "2025-02-01T00:00:00.000Z"
+
+
+def test_version_1_ignores_comparisons() -> None:
+    log = Log()
+    log.compare([CALM], [NEON])
+    assert derive(log.events, "1").global_records == []
+
+
+# -- end to end through the store ----------------------------------------------------------
+def _meta(*feats: F) -> dict[str, Any]:
+    return {"signals": [{"preference_type": t, "pattern": p} for t, p in feats]}
+
+
+def test_end_to_end_through_the_store_and_adapter(tmp_path: Path) -> None:
+    clock = parse_ts(T)
+    store = MemoryStore(tmp_path / "mem", derivation_version="2", clock=lambda: clock)
+    base = {"user_id": "u", "session_id": "s", "project_id": None, "timestamp": T}
+    # neon loses against several different colours; calm is chosen over several
+    rivals = [("color", f"c{i}") for i in range(4)]
+    n = 0
+    for _ in range(5):
+        for rival in rivals:
+            for chose, over in (([CALM, AIRY], [rival, AIRY]), ([rival], [NEON])):
+                out = adapter.on_pairwise_comparison(
+                    store,
+                    {
+                        **base,
+                        "chose": {"artifact_id": "a", "artifact_meta": _meta(*chose)},
+                        "over": {"artifact_id": "b", "artifact_meta": _meta(*over)},
+                    },
+                )
+                assert out == []
+                n += 1
+    (ret,) = adapter.on_generation_accepted(
+        store, {**base, "artifact_id": "c", "artifact_meta": _meta(CALM)}
+    )
+    n += 1
+    assert ret is not None and ret.pattern == "calm" and ret.derivation_version == "2"
+    assert ret.sources == ["pairwise_comparison", "repeated_acceptance"]
+    prefs = {p.pattern: p for p in store.list_preferences("u")}
+    assert set(prefs) == {"calm", "neon", *(p for _, p in rivals)}
+    result = store.retrieve_for_injection("u")
+    assert "calm" in [p.pattern for p in result.positives]
+    assert [p.pattern for p in result.negatives] == ["neon"]
+    assert all(p.last_derived_event_seq == n for p in result.positives)
+    # the same events re-derive identically in a fresh store (cold start)
+    again = MemoryStore(tmp_path / "mem", derivation_version="2", clock=lambda: clock)
+    assert [p.to_dict() for p in again.list_preferences("u")] == [
+        p.to_dict() for p in store.list_preferences("u")
+    ]
+    # and version 1 on the same log ignores the comparisons
+    v1 = MemoryStore(tmp_path / "mem", derivation_version="1", clock=lambda: clock)
+    assert [p.pattern for p in v1.list_preferences("u")] == ["calm"]
+
+
+def test_pairwise_handler_rejects_bad_payloads(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "mem", derivation_version="2", clock=lambda: parse_ts(T))
+    good = {
+        "user_id": "u",
+        "session_id": "s",
+        "project_id": None,
+        "timestamp": T,
+        "chose": {"artifact_id": "a", "artifact_meta": _meta(CALM)},
+        "over": {"artifact_id": "b", "artifact_meta": _meta(NEON)},
+    }
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({"chose": None}, "chose"),
+        ({"over": {"artifact_meta": None}}, "over.artifact_meta"),
+        ({"over": {"artifact_meta": {"signals": [{"pattern": ""}]}}}, "over.artifact_meta"),
+        ({"dimensions": "color"}, "dimensions"),
+        ({"dimensions": [1]}, "dimensions"),
+        ({"project_id": "__proto__"}, "project_id"),
+        ({"timestamp": "soon"}, "timestamp"),
+        ({"user_id": ""}, "user_id"),
+    ]
+    for change, field in bad:
+        with pytest.raises(ValueError) as exc:
+            adapter.on_pairwise_comparison(store, {**good, **change})
+        assert getattr(exc.value, "field", "").startswith(field)
+    assert not store._storage.user_exists("u")  # nothing was written
+
+
+def test_incremental_retrieval_at_10k_events_is_fast() -> None:
+    rng = random.Random(5)
+    types = [f"t{i}" for i in range(6)]
+    feats = [(t, f"{t}_p{p}") for t in types for p in range(6)]
+    log = Log()
+    while len(log.events) < 10_000:
+        art = rng.sample(feats, 3)
+        if rng.random() < 0.3:
+            log.compare(art, rng.sample(feats, 3))
+        else:
+            kind = rng.choice(["repeated_acceptance", "thumbs_down", "abandoned_generation"])
+            pol = "positive" if kind == "repeated_acceptance" else "negative"
+            log.signal(kind, pol, art, artifact=f"x{len(log.events)}")
+    st = derive(log.events, "2")
+    assert st.global_records  # warm: the first fit
+    timings = []
+    for i in range(3):
+        st.apply(
+            SignalEvent(
+                seq=len(log.events) + 1 + i,
+                at=T,
+                recorded_at=T,
+                signal_type="thumbs_up",
+                preference_type="t0",
+                pattern="t0_p0",
+                polarity="positive",
+                scope="global",
+                artifact_id=f"new{i}",
+            )
+        )
+        t0 = time.perf_counter()
+        retrieve(st.global_records, {}, None, None)
+        timings.append(time.perf_counter() - t0)
+    assert min(timings) < 0.05, timings
