@@ -96,5 +96,7 @@ def decode_archive(data: bytes) -> Archive:
 
 
 def event_identity(ev: Event) -> bytes:
-    """Content identity of an event for merging: everything but ``seq`` and ``h``."""
-    return _encoder.encode(msgspec.structs.replace(ev, seq=0, h=""))
+    """Content identity of an event for merging: everything but where and when it was
+    stored (``seq``, ``h``, ``recorded_at``), so the same host event recorded on two
+    machines is one event."""
+    return _encoder.encode(msgspec.structs.replace(ev, seq=0, h="", recorded_at=""))

@@ -36,9 +36,12 @@ from .events import (
     SignalEvent,
 )
 from .models import DecayResult, Preference, Refinement
-from .timeutil import MS_PER_DAY, format_ts, ts_to_ms
+from .timeutil import MS_PER_DAY, add_days_ts, format_ts, ts_to_ms
 
 _B36 = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+#: ``abs(w) / NORMALIZER`` per signal type — the same float the formula gives at each use.
+_INCREMENT = {k: abs(w) / NORMALIZER for k, w in SIGNAL_WEIGHTS.items()}
 _OTHER = {"positive": "negative", "negative": "positive"}
 
 Key = tuple[str, str, str]  # (preference_type, pattern, polarity)
@@ -283,10 +286,14 @@ class DerivedState:
 
     def _apply_signal(self, ev: SignalEvent) -> Preference:
         w = SIGNAL_WEIGHTS[ev.signal_type]
-        inc = abs(w) / NORMALIZER
-        bucket = self._bucket_for(ev.project_id if ev.scope == "project" else None)
+        inc = _INCREMENT[ev.signal_type]
+        bucket = (
+            self.global_bucket
+            if ev.scope != "project"
+            else self._bucket_for(ev.project_id)
+        )
         t = ev.at
-        decay_at = format_ts(ts_to_ms(t) + DECAY_DAYS * MS_PER_DAY)
+        decay_at = add_days_ts(t, DECAY_DAYS)
         first = bucket.first
         same = first.get((ev.preference_type, ev.pattern, ev.polarity))
         if same is not None and same.polarity_status == "archived":  # reactivation first
@@ -306,8 +313,9 @@ class DerivedState:
             bucket.add(rec)
             return rec
         # accumulation
-        same.signal_strength = clamp(same.signal_strength + inc, 0.0, 1.0)
-        same.confidence = confidence_of(same.signal_strength)
+        strength = clamp(same.signal_strength + inc, 0.0, 1.0)
+        same.signal_strength = strength
+        same.confidence = "low" if strength < 0.35 else "medium" if strength <= 0.65 else "high"
         if ev.signal_type not in same.sources:
             same.sources.append(ev.signal_type)
         if ev.tag_text and ev.tag_text not in same.explicit_tags:

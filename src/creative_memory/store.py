@@ -11,6 +11,7 @@ import contextlib
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -120,7 +121,10 @@ class MemoryStore:
         """A memo for the newest cached prefix of the log, plus the events after it."""
         keys = self._storage.cache_keys(user_id)
         v = self.derivation_version
-        snap = self._storage.read_after_cached(user_id, lambda h: cache_key(h, v) in keys)
+        if keys:
+            snap = self._storage.read_after_cached(user_id, lambda h: cache_key(h, v) in keys)
+        else:  # nothing cached: no need to look for a cached prefix
+            snap = self._storage.read_events(user_id)
         state: DerivedState | None = None
         if snap.base is not None:
             data = self._storage.cache_get(user_id, cache_key(snap.base, v))
@@ -133,7 +137,8 @@ class MemoryStore:
                 snap = self._storage.read_events(user_id)
                 snap.base = None
         base = snap.base or ""
-        memo = _Memo(state or new_state(v), snap.generation, snap.end, base, base)
+        # written="" so the first read refreshes the snapshot (it may show another version)
+        memo = _Memo(state or new_state(v), snap.generation, snap.end, base, "")
         return memo, snap
 
     def _refresh(
@@ -634,8 +639,14 @@ class MemoryStore:
             if mode == "replace" or not had_settings:
                 self._storage.write_settings(user_id, archive.settings)
             return len(archive.events)
-        have = {event_identity(e) for e in local}
-        fresh = [e for e in archive.events if event_identity(e) not in have]
+        have = Counter(event_identity(e) for e in local)
+        fresh: list[Event] = []
+        for e in archive.events:  # a multiset difference: duplicates count
+            ident = event_identity(e)
+            if have[ident] > 0:
+                have[ident] -= 1
+            else:
+                fresh.append(e)
         if fresh:
             self._append(user_id, [msgspec.structs.replace(e, seq=0, h="") for e in fresh])
         return len(fresh)

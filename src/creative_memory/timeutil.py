@@ -115,6 +115,26 @@ def format_ts(ms: int) -> str:
     return f"{ys}-{mo:02d}-{d:02d}T{h:02d}:{mi:02d}:{s:02d}.{millis:03d}Z"
 
 
+_DATE_SHIFT_CACHE: dict[tuple[str, int], str] = {}
+
+
+def add_days_ts(text: str, k: int) -> str:
+    """``format_ts(ts_to_ms(text) + k days)`` for a valid timestamp, fast for normalised
+    input: whole days leave the time of day unchanged in UTC, so only the date moves (and
+    date shifts are memoised — logs have many events per day)."""
+    if len(text) == 24 and _NORMALISED_RE.fullmatch(text):
+        key = (text[:10], k)
+        date = _DATE_SHIFT_CACHE.get(key)
+        if date is None:
+            days = _days_from_civil(int(text[0:4]), int(text[5:7]), int(text[8:10])) + k
+            date = format_ts(days * MS_PER_DAY)[:-14]
+            if len(_DATE_SHIFT_CACHE) > 4096:
+                _DATE_SHIFT_CACHE.clear()
+            _DATE_SHIFT_CACHE[key] = date
+        return date + text[10:]
+    return format_ts(ts_to_ms(text) + k * MS_PER_DAY)
+
+
 def ts_to_ms(text: str) -> int:
     """Epoch ms of a timestamp already known to be valid (normalised or not)."""
     if _NORMALISED_RE.fullmatch(text):

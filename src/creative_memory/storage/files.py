@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import secrets
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -59,6 +60,10 @@ _thread_locks: dict[str, threading.Lock] = {}
 _thread_locks_guard = threading.Lock()
 
 _DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError)
+
+# The chain hash of an event line. Events are encoded with ``h`` before any free-text field,
+# and quotes inside JSON strings are escaped, so the first match is the event's own ``h``.
+_H_RE = re.compile(rb'"h":"([0-9a-f]{32})"')
 
 
 class FileStorage:
@@ -198,27 +203,52 @@ class FileStorage:
         )
 
     def read_after_cached(self, user_id: str, is_cached: Callable[[str], bool]) -> LogSnapshot:
-        opened = self._open_log(user_id)
-        if opened is None:
+        """Read the log backwards from its end until an event whose chain hash is cached,
+        then decode only the events after it: O(k) reading and decoding."""
+        path = self.user_dir(user_id) / LOG_NAME
+        try:
+            f = open(path, "rb")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
             return LogSnapshot(events=[], generation="", end=0)
-        path, data, header = opened
-        header_end = data.find(b"\n") + 1
-        end = data.rfind(b"\n") + 1
-        pos = end - 1  # index of the newline ending the current line
-        base: str | None = None
-        cut = header_end
-        while pos > header_end - 1:
-            prev = data.rfind(b"\n", 0, pos)
-            line = data[prev + 1 : pos]
-            try:
-                h = decode_event(line).h
-            except _DECODE_ERRORS as exc:
-                raise StorageError(f"{path}: a line is not a valid event ({exc})") from exc
-            if h and is_cached(h):
-                base, cut = h, pos + 1
-                break
-            pos = prev
-        body = data[cut : end - 1] if end - 1 > cut else b""
+        with f:
+            first = f.readline()
+            if not first.endswith(b"\n"):
+                return LogSnapshot(events=[], generation="", end=0)
+            header = self._decode_header(first[:-1], path)
+            header_end = len(first)
+            size = f.seek(0, os.SEEK_END)
+            fd = f.fileno()
+            chunk = 1 << 16
+            buf_start = max(header_end, size - chunk)
+            buf = os.pread(fd, size - buf_start, buf_start)
+            end = buf_start + buf.rfind(b"\n") + 1 if b"\n" in buf else header_end
+            while end == header_end and buf_start > header_end:  # a huge torn tail
+                new_start = max(header_end, buf_start - chunk)
+                buf = os.pread(fd, buf_start - new_start, new_start) + buf
+                buf_start = new_start
+                nl = buf.rfind(b"\n")
+                end = buf_start + nl + 1 if nl >= 0 else header_end
+            base: str | None = None
+            cut = header_end
+            line_end = end - 1  # absolute offset of the newline ending the current line
+            while line_end >= header_end:
+                while True:
+                    prev = buf.rfind(b"\n", 0, line_end - buf_start)
+                    if prev >= 0 or buf_start <= header_end:
+                        break
+                    chunk *= 2
+                    new_start = max(header_end, buf_start - chunk)
+                    buf = os.pread(fd, buf_start - new_start, new_start) + buf
+                    buf_start = new_start
+                line_start = buf_start + prev + 1 if prev >= 0 else header_end
+                m = _H_RE.search(buf, line_start - buf_start, line_end - buf_start)
+                if m is not None and is_cached(m.group(1).decode()):
+                    base, cut = m.group(1).decode(), line_end + 1
+                    break
+                line_end = line_start - 1
+            if cut < buf_start:  # pragma: no cover - the walk always reads back to `cut`
+                raise StorageError(f"{path}: internal error reading the log")
+            body = buf[cut - buf_start : end - 1 - buf_start] if end - 1 > cut else b""
         return LogSnapshot(
             events=self._decode_lines(body, path, 0),
             generation=header.generation,
