@@ -690,7 +690,7 @@ def _project_param(request: Request) -> str | None:
 
 def _choice(request: Request, name: str, choices: tuple[str, ...], default: str) -> str:
     value = _query(request, name)
-    if value is None or value == "":
+    if value is None:
         return default
     if value not in choices:
         raise _bad_input(f"{name} must be one of {', '.join(choices)}; got {value!r}", name)
@@ -905,6 +905,12 @@ async def get_explain(request: Request) -> Response:
             field="pattern",
         )
     return _json(exp)
+
+
+async def settings_endpoint(request: Request) -> Response:
+    if request.method == "POST":
+        return await post_settings(request)
+    return await get_settings(request)
 
 
 async def get_settings(request: Request) -> Response:
@@ -1280,8 +1286,7 @@ def create_app(config: DaemonConfig, *, store: MemoryStore | None = None) -> ASG
         Route("/api/v1/prompt", get_prompt, methods=["GET"]),
         Route("/api/v1/preferences/{rest:path}", delete_preference, methods=["DELETE"]),
         Route("/api/v1/explain/{rest:path}", get_explain, methods=["GET"]),
-        Route("/api/v1/settings", get_settings, methods=["GET"]),
-        Route("/api/v1/settings", post_settings, methods=["POST"]),
+        Route("/api/v1/settings", settings_endpoint, methods=["GET", "POST"]),
         Route("/api/v1/reset", post_reset, methods=["POST"]),
         Route("/api/v1/export", get_export, methods=["GET"]),
         Route("/api/v1/import", post_import, methods=["POST"]),
@@ -1532,6 +1537,7 @@ _PATH_PARAMS: Final = [
         "required": True,
         "description": "The record's preference type (percent-encode '/').",
         "schema": {"type": "string", "minLength": 1},
+        "example": "color",
     },
     {
         "name": "pattern",
@@ -1539,6 +1545,7 @@ _PATH_PARAMS: Final = [
         "required": True,
         "description": "The record's pattern (percent-encode '/').",
         "schema": {"type": "string", "minLength": 1},
+        "example": "neon_palette",
     },
 ]
 
@@ -1562,8 +1569,13 @@ def openapi_document() -> dict[str, Any]:
         "required": ["event"],
         "properties": {
             "event": {"type": "string", "enum": list(EVENT_KINDS)},
-            "user_id": {"type": "string", "pattern": _SAFE_ID_PATTERN},
-            "trigger": {"type": "string"},
+            "user_id": {
+                "type": "string",
+                "nullable": True,
+                "pattern": _SAFE_ID_PATTERN,
+                "description": "Absent or null: the token's user.",
+            },
+            "trigger": {"type": "string", "nullable": True},
         },
         "additionalProperties": True,
         "example": {
@@ -2047,14 +2059,21 @@ def openapi_document() -> dict[str, Any]:
                 "Archive": {
                     "type": "object",
                     "description": "A creative-memory-archive document (docs/formats.md).",
-                    "required": ["format", "archive_version", "user_id", "settings", "events"],
+                    "required": [
+                        "format",
+                        "archive_version",
+                        "user_id",
+                        "settings",
+                        "events",
+                        "checksum",
+                    ],
                     "properties": {
                         "format": {"type": "string", "enum": ["creative-memory-archive"]},
-                        "archive_version": {"type": "integer"},
+                        "archive_version": {"type": "integer", "enum": [1]},
                         "user_id": {"type": "string"},
                         "settings": {"type": "object"},
                         "events": {"type": "array", "items": {"type": "object"}},
-                        "checksum": {"type": "string"},
+                        "checksum": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
                     },
                 },
             },
