@@ -6,6 +6,7 @@ The public API (api.md) is re-exported here and nowhere else.
 from __future__ import annotations
 
 from . import adapter
+from .capture import CaptureConfig, CaptureLayer, CaptureReport
 from .constants import (
     ARCHIVE_DAYS,
     CHARS_PER_TOKEN,
@@ -33,6 +34,7 @@ from .prompt import (
     insert_memory_block,
     summarize_diagnostics,
 )
+from .redaction import RedactionPolicy
 from .store import MemoryStore
 
 __version__ = "0.1.0"
@@ -53,10 +55,14 @@ __all__ = [
     "SIGNAL_WEIGHTS",
     "TAG_POLARITY",
     "TOKEN_BUDGET",
+    "CaptureConfig",
+    "CaptureLayer",
+    "CaptureReport",
     "CreativeMemoryError",
     "DecayResult",
     "MemoryStore",
     "Preference",
+    "RedactionPolicy",
     "Refinement",
     "RetrievalResult",
     "StorageError",

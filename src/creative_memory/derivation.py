@@ -197,6 +197,10 @@ class DerivedState:
         state._load_extra(doc.extra)
         return state
 
+    def materialize(self) -> None:
+        """Bring derived records up to date before a read (a no-op in version 1; versions
+        that fit lazily, like "2", recompute here)."""
+
     def _dump_extra(self) -> Any:
         """Version-specific state beyond records (JSON-ready). Version 1 has none."""
         return None

@@ -20,6 +20,7 @@ from typing import Any
 
 import msgspec
 
+from . import derivation_v2  # noqa: F401  (registers derivation version "2")
 from .archive import decode_archive, encode_archive, event_identity
 from .cache import DEFAULT_CACHE_CAPACITY, cache_key
 from .constants import DERIVATION_VERSION
@@ -173,6 +174,7 @@ class MemoryStore:
                         state.export_record(rec) if isinstance(rec, Preference) else rec
                     )
             memo.end = snap.end
+            state.materialize()
             if write_back and memo.head and memo.head != memo.written:
                 self._write_back(user_id, memo)
             return state, touched
