@@ -5,7 +5,7 @@
 
 (function () {
   const $ = (id) => document.getElementById(id);
-  const state = { memory: null, memoryJson: "", busy: false };
+  const state = { memory: null, memoryJson: "", busy: 0 };
 
   function show(msg) {
     $("error").textContent = "";
@@ -171,18 +171,23 @@
   }
 
   // -- actions -------------------------------------------------------------------------------
-  async function act(fn, done) {
-    if (state.busy) return;
-    state.busy = true;
-    try {
-      await fn();
-      show(done);
-      await refresh(true);
-    } catch (err) {
-      fail(err);
-    } finally {
-      state.busy = false;
-    }
+  // Actions run one after another, in the order the person made them; none is dropped.
+  let queue = Promise.resolve();
+  function act(fn, done) {
+    state.busy += 1;
+    queue = queue.then(async () => {
+      try {
+        await fn();
+        show(done);
+        await refresh(true);
+      } catch (err) {
+        fail(err);
+        await refresh(true);
+      } finally {
+        state.busy -= 1;
+      }
+    });
+    return queue;
   }
 
   function setProject(p, ignore) {
@@ -234,12 +239,17 @@
   }
 
   function wire() {
-    $("memory-enabled").addEventListener("change", (ev) => act(
-      () => api("POST", "/api/v1/settings", { memory_enabled: ev.target.checked }),
-      ev.target.checked ? "Memory is on." : "Memory is off."));
-    $("diagnostics-feed").addEventListener("change", (ev) => act(
-      () => api("POST", "/api/v1/settings", { diagnostics_feed: ev.target.checked }),
-      ev.target.checked ? "Diagnostics feed on." : "Diagnostics feed off."));
+    // Values are read when the person acts, not when the queued request runs.
+    $("memory-enabled").addEventListener("change", (ev) => {
+      const on = ev.target.checked;
+      act(() => api("POST", "/api/v1/settings", { memory_enabled: on }),
+        on ? "Memory is on." : "Memory is off.");
+    });
+    $("diagnostics-feed").addEventListener("change", (ev) => {
+      const on = ev.target.checked;
+      act(() => api("POST", "/api/v1/settings", { diagnostics_feed: on }),
+        on ? "Diagnostics feed on." : "Diagnostics feed off.");
+    });
     $("pause").addEventListener("click", () => {
       const v = $("pause-until").value;
       const until = v ? new Date(v).toISOString() : null;
