@@ -957,3 +957,32 @@ def test_resolve_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("OD_DATA_DIR", str(tmp_path / "od"))
     assert resolve_data_dir(None) == tmp_path / "od" / "memory"
     assert resolve_data_dir(tmp_path / "flag") == tmp_path / "flag"
+
+
+def test_load_benchmark_smoke(tmp_path: Path) -> None:
+    """benchmarks/load.py keeps working (a small run: zero errors, nothing missing)."""
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "load.py"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            "--clients",
+            "4",
+            "--ingest",
+            "10",
+            "--retrieve",
+            "10",
+            "--json",
+            "--data-dir",
+            str(tmp_path / "data"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(tmp_path),
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["errors"] == 0 and out["missing_events"] == 0
+    assert out["acknowledged_events"] == out["stored_signal_events"] == 4 * 10 + 2 * 5

@@ -1340,7 +1340,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
     """A bound (not yet listening) TCP socket; ``port`` 0 picks a free port."""
     bare = host.strip("[]")
     family = socket.AF_INET6 if ":" in bare else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP_NODELAY
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((bare, port))
