@@ -986,3 +986,36 @@ def test_load_benchmark_smoke(tmp_path: Path) -> None:
     out = json.loads(proc.stdout)
     assert out["errors"] == 0 and out["missing_events"] == 0
     assert out["acknowledged_events"] == out["stored_signal_events"] == 4 * 10 + 2 * 5
+
+
+def test_storage_errors_are_503_and_bugs_are_500_problem_documents(
+    api: Api,
+    daemon: ThreadedDaemon,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from creative_memory.errors import StorageError
+
+    store = daemon.daemon.store
+
+    def disk_full(*args: Any, **kwargs: Any) -> Any:
+        raise StorageError("no space left on device")
+
+    def bug(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a genuine bug")
+
+    monkeypatch.setattr(store, "inspect", disk_full)
+    assert "no space" in assert_problem(api.get("/api/v1/memory"), 503)["detail"]
+    monkeypatch.setattr(store, "inspect", bug)
+    with caplog.at_level(logging.ERROR, logger="creative_memory.server"):
+        body = assert_problem(api.get("/api/v1/memory"), 500)
+        assert "a genuine bug" not in body["detail"]  # details stay in the log
+
+        def logged() -> bool:
+            return any(r.exc_info and "a genuine bug" in str(r.exc_info[1]) for r in caplog.records)
+
+        deadline = time.monotonic() + 5  # logged right after the response is sent
+        while not logged() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert logged()
+    assert api.get("/healthz").status_code == 200  # the daemon keeps serving
