@@ -1,0 +1,603 @@
+"""The PostgreSQL backend (design.md §6, docs/deploy.md).
+
+For hosted, many-user deployments: several stateless daemon replicas share one database.
+Same contract and the same behaviour as the file backend (:mod:`.files`):
+
+* ``cm_events``  — the event log, one row per event keyed by ``(user_id, seq)``. ``line``
+  holds the exact JSON bytes the file backend writes for the event (so hash chains,
+  exports and archives are byte-identical across backends); ``kind`` and ``h`` are copies
+  for queries and for O(k) reads of the tail after a cached prefix.
+* ``cm_users``   — per user: ``generation`` (``NULL`` until the log exists; changes on every
+  rewrite), ``seq_floor`` (the highest ``seq`` ever assigned, so ``seq`` is never reused,
+  not even after erasing the tail) and ``settings`` (jsonb).
+* ``cm_cache``   — derivation cache entries ``(user_id, key) → state`` with ``last_used``
+  from a sequence (LRU by capacity, never by age).
+* ``cm_snapshots`` — the human-readable snapshot of the derived records.
+* ``cm_schema_migrations`` — applied schema versions.
+
+Every write is one transaction that first takes the user's transaction-scoped advisory lock
+(``pg_advisory_xact_lock`` on a hash of the schema and the user id), so appends, rewrites,
+write-backs and settings changes of one user are serialised across threads, processes and
+hosts; the lock is released by the commit. A call returns only after its commit, so an
+acknowledged event is durable (with PostgreSQL's default ``fsync=on``,
+``synchronous_commit=on``). Erasure deletes the rows (``DELETE``) of the erased events and
+every derived row of the user in the same transaction.
+
+Schema migrations are applied when a :class:`PostgresStorage` is created, in one
+transaction under an advisory lock, so replicas starting at once apply each exactly once.
+Tables are created in the connection's current schema (the first existing schema of the
+``search_path``; e.g. ``?options=-csearch_path%3Dmemory`` in the URL).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import secrets
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, LiteralString
+from urllib.parse import urlsplit, urlunsplit
+
+import msgspec
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from ..cache import DEFAULT_CACHE_CAPACITY
+from ..errors import StorageError
+from ..events import CHAIN_GENESIS, Event, decode_event, encode_event, with_chain
+from .base import LogSnapshot, UserSettings
+
+_settings_decoder = msgspec.json.Decoder(UserSettings)
+_encoder = msgspec.json.Encoder()
+_DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError)
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    sql: LiteralString
+
+
+#: Versioned schema migrations, applied in order on start. Never edit an applied one: add
+#: the next version instead.
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "event log, users (generation, seq floor, settings), derivation cache, snapshots",
+        """
+        CREATE TABLE cm_users (
+            user_id     text PRIMARY KEY,
+            generation  text,
+            seq_floor   bigint NOT NULL DEFAULT 0,
+            settings    jsonb
+        );
+        COMMENT ON COLUMN cm_users.generation IS
+            'content lineage of the log: NULL until it exists, new on every rewrite';
+        COMMENT ON COLUMN cm_users.seq_floor IS
+            'highest seq ever assigned to the user (never reused, even after erasure)';
+        CREATE TABLE cm_events (
+            user_id  text   NOT NULL REFERENCES cm_users (user_id),
+            seq      bigint NOT NULL,
+            kind     text   NOT NULL,
+            h        text   NOT NULL,
+            line     bytea  NOT NULL,
+            PRIMARY KEY (user_id, seq)
+        );
+        COMMENT ON COLUMN cm_events.line IS
+            'the event as canonical JSON bytes, identical to a line of events.jsonl';
+        CREATE TABLE cm_cache (
+            user_id    text   NOT NULL,
+            key        text   NOT NULL,
+            state      bytea  NOT NULL,
+            last_used  bigint NOT NULL,
+            PRIMARY KEY (user_id, key)
+        );
+        CREATE INDEX cm_cache_lru ON cm_cache (user_id, last_used);
+        CREATE SEQUENCE cm_cache_clock;
+        CREATE TABLE cm_snapshots (
+            user_id   text  PRIMARY KEY,
+            snapshot  bytea NOT NULL
+        );
+        """,
+    ),
+)
+
+SCHEMA_VERSION = MIGRATIONS[-1].version
+
+# The per-user lock key: schema-qualified, so tenants in other schemas never contend.
+_LOCK_USER: LiteralString = (
+    "SELECT pg_advisory_xact_lock(hashtextextended("
+    "'creative-memory:user:' || coalesce(current_schema(), '') || '/' || %s, 0))"
+)
+_LOCK_MIGRATIONS: LiteralString = (
+    "SELECT pg_advisory_xact_lock(hashtextextended("
+    "'creative-memory:migrate:' || coalesce(current_schema(), ''), 0))"
+)
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (in the user info or the query)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, hosts = netloc.rsplit("@", 1)
+        if ":" in userinfo:
+            userinfo = userinfo.split(":", 1)[0] + ":***"
+        netloc = f"{userinfo}@{hosts}"
+    query = re.sub(r"(^|&)(password=)[^&]*", r"\1\2***", parts.query)
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _kind(ev: Event) -> str:
+    return str(ev.__struct_config__.tag)
+
+
+class PostgresStorage:
+    """Per-user event logs, settings and derived artefacts in one PostgreSQL database."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        cache_capacity: int = DEFAULT_CACHE_CAPACITY,
+        min_size: int = 1,
+        max_size: int = 8,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        self.url = url
+        self.cache_capacity = cache_capacity
+        self._described = redact_url(url)
+        # Migrate over a direct connection first: a wrong URL or password fails here at
+        # once with the server's message (the pool would only time out).
+        try:
+            with psycopg.connect(url, connect_timeout=max(1, int(connect_timeout))) as conn:
+                migrate(conn)
+        except psycopg.Error as exc:
+            raise StorageError(f"{self._described}: {_message(exc)}") from exc
+        self._pool: ConnectionPool[psycopg.Connection[tuple[Any, ...]]] = ConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            open=True,
+            check=ConnectionPool.check_connection,
+            timeout=30.0,
+            num_workers=2,
+            name="creative-memory",
+        )
+
+    def describe(self) -> str:
+        return self._described
+
+    def close(self) -> None:
+        """Close the connection pool (idempotent)."""
+        self._pool.close()
+
+    def __enter__(self) -> PostgresStorage:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- plumbing ----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _tx(self, user_id: str | None = None) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        """One transaction (committed on success before the caller continues, rolled back
+        on error), holding ``user_id``'s advisory lock when given. Database errors become
+        :class:`StorageError`; errors raised by callbacks pass through unchanged."""
+        try:
+            with self._pool.connection() as conn:
+                if user_id is not None:
+                    conn.execute(_LOCK_USER, (user_id,))
+                yield conn
+        except psycopg.Error as exc:  # includes psycopg_pool.PoolTimeout
+            raise StorageError(f"{self._described}: {_message(exc)}") from exc
+
+    def _decode(self, user_id: str, seq: int, line: bytes) -> Event:
+        try:
+            return decode_event(line)
+        except _DECODE_ERRORS as exc:
+            raise StorageError(
+                f"{self._described}: user {user_id} event seq {seq} is not a valid event "
+                f"({exc}); the log is corrupt — restore it from a backup or an export"
+            ) from exc
+
+    @staticmethod
+    def _insert_events(
+        conn: psycopg.Connection[tuple[Any, ...]], user_id: str, events: Sequence[Event]
+    ) -> None:
+        if not events:
+            return
+        conn.execute(
+            "INSERT INTO cm_events (user_id, seq, kind, h, line) "
+            "SELECT %s, s, k, hh, l "
+            "FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::bytea[]) AS t(s, k, hh, l)",
+            (
+                user_id,
+                [e.seq for e in events],
+                [_kind(e) for e in events],
+                [e.h for e in events],
+                [encode_event(e) for e in events],
+            ),
+        )
+
+    @staticmethod
+    def _purge_derived(conn: psycopg.Connection[tuple[Any, ...]], user_id: str) -> None:
+        """Delete every derived row of the user (caller holds the user's lock)."""
+        conn.execute("DELETE FROM cm_cache WHERE user_id = %s", (user_id,))
+        conn.execute("DELETE FROM cm_snapshots WHERE user_id = %s", (user_id,))
+
+    # -- queries -----------------------------------------------------------------------------
+    def user_exists(self, user_id: str) -> bool:
+        with self._tx() as conn:
+            row = conn.execute(
+                "SELECT generation IS NOT NULL OR settings IS NOT NULL "
+                "FROM cm_users WHERE user_id = %s",
+                (user_id,),
+            ).fetchone()
+        return bool(row and row[0])
+
+    def user_files(self, user_id: str) -> list[str]:
+        """What is stored for the user, named like the file backend's artefacts: ``events``
+        (the log), ``settings``, ``snapshot`` and ``cache/<key>`` per cache entry."""
+        with self._tx() as conn:
+            row = conn.execute(
+                "SELECT generation IS NOT NULL, settings IS NOT NULL, "
+                "EXISTS (SELECT 1 FROM cm_snapshots s WHERE s.user_id = u.user_id) "
+                "FROM cm_users u WHERE user_id = %s",
+                (user_id,),
+            ).fetchone()
+            keys = conn.execute(
+                "SELECT key FROM cm_cache WHERE user_id = %s", (user_id,)
+            ).fetchall()
+        names = [f"cache/{k}" for (k,) in keys]
+        if row is not None:
+            parts = ("events", "settings", "snapshot")
+            names += [n for n, present in zip(parts, row, strict=True) if present]
+        return sorted(names)
+
+    def read_events(
+        self, user_id: str, *, generation: str | None = None, start: int = 0
+    ) -> LogSnapshot:
+        """``end`` is the ``seq`` of the last event read (the position to continue from):
+        within one generation events are only ever appended with higher ``seq``. One
+        statement, so the generation and the events come from one consistent snapshot."""
+        with self._tx() as conn:
+            rows = conn.execute(
+                "SELECT u.generation, u.generation = %(gen)s, e.seq, e.line "
+                "FROM cm_users u LEFT JOIN cm_events e ON e.user_id = u.user_id "
+                "AND e.seq > (CASE WHEN u.generation = %(gen)s THEN %(start)s ELSE 0 END) "
+                "WHERE u.user_id = %(user)s ORDER BY e.seq",
+                {"user": user_id, "gen": generation, "start": start},
+                binary=True,
+            ).fetchall()
+        if not rows or rows[0][0] is None:
+            return LogSnapshot(events=[], generation="", end=0)
+        current: str = rows[0][0]
+        resumed = bool(rows[0][1])
+        events = [self._decode(user_id, seq, line) for _, _, seq, line in rows if seq is not None]
+        end = events[-1].seq if events else (start if resumed else 0)
+        return LogSnapshot(events=events, generation=current, end=end, resumed=resumed)
+
+    def read_after_cached(self, user_id: str, is_cached: Callable[[str], bool]) -> LogSnapshot:
+        """Walk the log backwards (``h`` and ``line`` in growing batches, one repeatable-read
+        snapshot) until an event whose chain hash is cached; decode only the events after
+        it: O(k) rows for k events after the cached one."""
+        with self._tx() as conn:
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            row = conn.execute(
+                "SELECT generation FROM cm_users WHERE user_id = %s", (user_id,)
+            ).fetchone()
+            if row is None or row[0] is None:
+                return LogSnapshot(events=[], generation="", end=0)
+            current: str = row[0]
+            tail: list[tuple[int, bytes]] = []  # newest first
+            base: str | None = None
+            end = 0
+            before: int | None = None
+            batch = 64
+            while base is None:
+                if before is None:
+                    cur = conn.execute(
+                        "SELECT seq, h, line FROM cm_events WHERE user_id = %s "
+                        "ORDER BY seq DESC LIMIT %s",
+                        (user_id, batch),
+                        binary=True,
+                    )
+                else:
+                    cur = conn.execute(
+                        "SELECT seq, h, line FROM cm_events WHERE user_id = %s AND seq < %s "
+                        "ORDER BY seq DESC LIMIT %s",
+                        (user_id, before, batch),
+                        binary=True,
+                    )
+                rows = cur.fetchall()
+                if not end and rows:
+                    end = rows[0][0]
+                for seq, h, line in rows:
+                    if is_cached(h):
+                        base = h
+                        break
+                    tail.append((seq, line))
+                if len(rows) < batch:
+                    break
+                before = rows[-1][0]
+                batch = min(batch * 4, 16384)
+        events = [self._decode(user_id, seq, line) for seq, line in reversed(tail)]
+        return LogSnapshot(events=events, generation=current, end=end, base=base)
+
+    def generation(self, user_id: str) -> str:
+        """The log's current generation ("" when there is no log)."""
+        with self._tx() as conn:
+            row = conn.execute(
+                "SELECT generation FROM cm_users WHERE user_id = %s", (user_id,)
+            ).fetchone()
+        return str(row[0]) if row is not None and row[0] is not None else ""
+
+    # -- writes ------------------------------------------------------------------------------
+    def append(self, user_id: str, events: Sequence[Event]) -> list[Event]:
+        if not events:
+            return []
+        with self._tx(user_id) as conn:
+            row = conn.execute(
+                "SELECT u.generation, u.seq_floor, (SELECT e.h FROM cm_events e "
+                "WHERE e.user_id = u.user_id ORDER BY e.seq DESC LIMIT 1) "
+                "FROM cm_users u WHERE u.user_id = %s",
+                (user_id,),
+            ).fetchone()
+            if row is None:
+                conn.execute(
+                    "INSERT INTO cm_users (user_id, generation) VALUES (%s, %s)",
+                    (user_id, secrets.token_hex(8)),
+                )
+                last_seq, prev_h = 0, CHAIN_GENESIS
+            else:
+                if row[0] is None:  # settings only so far: the log begins now
+                    conn.execute(
+                        "UPDATE cm_users SET generation = %s WHERE user_id = %s",
+                        (secrets.token_hex(8), user_id),
+                    )
+                last_seq, prev_h = int(row[1]), row[2] or CHAIN_GENESIS
+            out: list[Event] = []
+            for ev in events:
+                last_seq += 1
+                stamped = with_chain(prev_h, msgspec.structs.replace(ev, seq=last_seq))
+                prev_h = stamped.h
+                out.append(stamped)
+            self._insert_events(conn, user_id, out)
+            conn.execute(
+                "UPDATE cm_users SET seq_floor = %s WHERE user_id = %s", (last_seq, user_id)
+            )
+        return out  # committed: durable
+
+    def rewrite(self, user_id: str, keep: Callable[[Event], Event | None]) -> int:
+        with self._tx(user_id) as conn:
+            row = conn.execute(
+                "SELECT generation, seq_floor FROM cm_users WHERE user_id = %s", (user_id,)
+            ).fetchone()
+            if row is None or row[0] is None:
+                return 0
+            floor = int(row[1])
+            rows = conn.execute(
+                "SELECT seq, line FROM cm_events WHERE user_id = %s ORDER BY seq",
+                (user_id,),
+                binary=True,
+            ).fetchall()
+            events = [self._decode(user_id, seq, line) for seq, line in rows]
+            max_seq = max([floor, *(e.seq for e in events)])
+            changed = 0
+            first_change: int | None = None  # index of the first dropped or changed event
+            kept: list[Event] = []
+            prev_h = CHAIN_GENESIS
+            for i, ev in enumerate(events):
+                new = keep(ev)
+                if new is not ev:
+                    changed += 1
+                    if first_change is None:
+                        first_change = i
+                if new is not None:
+                    linked = with_chain(prev_h, new)
+                    prev_h = linked.h
+                    kept.append(linked)
+            if not changed or first_change is None:
+                return 0
+            # Events before the first change keep their rows (same content, same chain);
+            # everything from there on is deleted and the survivors re-inserted re-chained.
+            cut_seq = events[first_change].seq
+            conn.execute(
+                "DELETE FROM cm_events WHERE user_id = %s AND seq >= %s", (user_id, cut_seq)
+            )
+            self._insert_events(conn, user_id, [e for e in kept if e.seq >= cut_seq])
+            conn.execute(
+                "UPDATE cm_users SET generation = %s, seq_floor = %s WHERE user_id = %s",
+                (secrets.token_hex(8), max_seq, user_id),
+            )
+            self._purge_derived(conn, user_id)  # same transaction: derived rows may hold
+        return changed  # erased content
+
+    def replace_all(self, user_id: str, events: Sequence[Event]) -> None:
+        """Atomically replace the whole log with ``events`` (keeping their ``seq``; the chain
+        is recomputed). ``seq_floor`` keeps every number ever used here unusable."""
+        linked: list[Event] = []
+        prev_h = CHAIN_GENESIS
+        for ev in events:
+            stamped = with_chain(prev_h, ev)
+            prev_h = stamped.h
+            linked.append(stamped)
+        with self._tx(user_id) as conn:
+            row = conn.execute(
+                "SELECT seq_floor FROM cm_users WHERE user_id = %s", (user_id,)
+            ).fetchone()
+            floor = max([int(row[0]) if row else 0, *(e.seq for e in linked)])
+            generation = secrets.token_hex(8)
+            if row is None:
+                conn.execute(
+                    "INSERT INTO cm_users (user_id, generation, seq_floor) VALUES (%s, %s, %s)",
+                    (user_id, generation, floor),
+                )
+            else:
+                conn.execute(
+                    "UPDATE cm_users SET generation = %s, seq_floor = %s WHERE user_id = %s",
+                    (generation, floor, user_id),
+                )
+            conn.execute("DELETE FROM cm_events WHERE user_id = %s", (user_id,))
+            self._insert_events(conn, user_id, linked)
+            self._purge_derived(conn, user_id)
+
+    # -- settings ----------------------------------------------------------------------------
+    def _decode_settings(self, user_id: str, text: str) -> UserSettings:
+        try:
+            return _settings_decoder.decode(text)
+        except _DECODE_ERRORS as exc:
+            raise StorageError(
+                f"{self._described}: unreadable settings of user {user_id} ({exc})"
+            ) from exc
+
+    def read_settings(self, user_id: str) -> UserSettings | None:
+        with self._tx() as conn:
+            row = conn.execute(
+                "SELECT settings::text FROM cm_users WHERE user_id = %s", (user_id,)
+            ).fetchone()
+        if row is None or row[0] is None:
+            return None
+        return self._decode_settings(user_id, row[0])
+
+    @staticmethod
+    def _store_settings(
+        conn: psycopg.Connection[tuple[Any, ...]], user_id: str, settings: UserSettings
+    ) -> None:
+        conn.execute(
+            "INSERT INTO cm_users (user_id, settings) VALUES (%s, %s::jsonb) "
+            "ON CONFLICT (user_id) DO UPDATE SET settings = EXCLUDED.settings",
+            (user_id, _encoder.encode(settings).decode()),
+        )
+
+    def write_settings(self, user_id: str, settings: UserSettings) -> None:
+        with self._tx(user_id) as conn:
+            self._store_settings(conn, user_id, settings)
+
+    def update_settings(
+        self, user_id: str, change: Callable[[UserSettings], UserSettings]
+    ) -> UserSettings:
+        with self._tx(user_id) as conn:
+            row = conn.execute(
+                "SELECT settings::text FROM cm_users WHERE user_id = %s", (user_id,)
+            ).fetchone()
+            current = (
+                self._decode_settings(user_id, row[0])
+                if row is not None and row[0] is not None
+                else UserSettings()
+            )
+            new = change(current)
+            self._store_settings(conn, user_id, new)
+        return new
+
+    # -- derived artefacts -------------------------------------------------------------------
+    def cache_keys(self, user_id: str) -> set[str]:
+        with self._tx() as conn:
+            rows = conn.execute(
+                "SELECT key FROM cm_cache WHERE user_id = %s", (user_id,)
+            ).fetchall()
+        return {k for (k,) in rows}
+
+    def cache_get(self, user_id: str, key: str) -> bytes | None:
+        with self._tx() as conn:
+            row = conn.execute(
+                "UPDATE cm_cache SET last_used = nextval('cm_cache_clock') "
+                "WHERE user_id = %s AND key = %s RETURNING state",
+                (user_id, key),
+                binary=True,
+            ).fetchone()
+        return bytes(row[0]) if row is not None else None
+
+    def write_back(
+        self, user_id: str, generation: str, key: str, state: bytes, snapshot: bytes
+    ) -> bool:
+        with self._tx(user_id) as conn:
+            row = conn.execute(
+                "SELECT generation FROM cm_users WHERE user_id = %s", (user_id,)
+            ).fetchone()
+            current = row[0] if row is not None and row[0] is not None else ""
+            if current != generation:
+                return False
+            if self.cache_capacity > 0:
+                conn.execute(
+                    "INSERT INTO cm_cache (user_id, key, state, last_used) "
+                    "VALUES (%s, %s, %s, nextval('cm_cache_clock')) "
+                    "ON CONFLICT (user_id, key) DO UPDATE "
+                    "SET state = EXCLUDED.state, last_used = EXCLUDED.last_used",
+                    (user_id, key, state),
+                )
+                conn.execute(  # LRU eviction beyond the capacity
+                    "DELETE FROM cm_cache WHERE user_id = %s AND key IN ("
+                    "SELECT key FROM cm_cache WHERE user_id = %s "
+                    "ORDER BY last_used DESC OFFSET %s)",
+                    (user_id, user_id, self.cache_capacity),
+                )
+            conn.execute(
+                "INSERT INTO cm_snapshots (user_id, snapshot) VALUES (%s, %s) "
+                "ON CONFLICT (user_id) DO UPDATE SET snapshot = EXCLUDED.snapshot",
+                (user_id, snapshot),
+            )
+        return True
+
+
+def migrate(conn: psycopg.Connection[Any]) -> int:
+    """Apply pending :data:`MIGRATIONS` on ``conn`` (committed); returns how many ran.
+
+    Idempotent and safe when several processes start at once: the check and the
+    migrations run in one transaction under an advisory lock. A database migrated by a
+    newer creative-memory is refused rather than misread."""
+    applied = _applied_versions(conn)
+    conn.commit()
+    if applied and max(applied) >= SCHEMA_VERSION:
+        _check_not_newer(applied)
+        return 0
+    with conn.transaction():
+        conn.execute(_LOCK_MIGRATIONS)
+        row = conn.execute("SELECT current_schema()").fetchone()
+        if row is None or row[0] is None:
+            raise StorageError(
+                "no schema to create the tables in: the search_path names no existing schema"
+            )
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS cm_schema_migrations ("
+            "version int PRIMARY KEY, description text NOT NULL, "
+            "applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        applied = _applied_versions(conn)
+        _check_not_newer(applied)
+        ran = 0
+        for m in MIGRATIONS:
+            if m.version in applied:
+                continue
+            conn.execute(m.sql)
+            conn.execute(
+                "INSERT INTO cm_schema_migrations (version, description) VALUES (%s, %s)",
+                (m.version, m.description),
+            )
+            ran += 1
+    return ran
+
+
+def _applied_versions(conn: psycopg.Connection[Any]) -> set[int]:
+    row = conn.execute("SELECT to_regclass('cm_schema_migrations') IS NOT NULL").fetchone()
+    if row is None or not row[0]:
+        return set()
+    return {int(v) for (v,) in conn.execute("SELECT version FROM cm_schema_migrations")}
+
+
+def _check_not_newer(applied: set[int]) -> None:
+    if applied and max(applied) > SCHEMA_VERSION:
+        raise StorageError(
+            f"the database schema is at version {max(applied)}, newer than this "
+            f"creative-memory supports ({SCHEMA_VERSION}): upgrade creative-memory"
+        )
+
+
+def _message(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
