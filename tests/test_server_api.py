@@ -1019,3 +1019,16 @@ def test_storage_errors_are_503_and_bugs_are_500_problem_documents(
             time.sleep(0.02)
         assert logged()
     assert api.get("/healthz").status_code == 200  # the daemon keeps serving
+
+
+def test_token_defaults_to_the_running_single_user_daemons_user(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    root = tmp_path / "d"
+    files = DaemonFiles(root)
+    files.write_server_info({"pid": os.getpid(), "port": 1, "multi_user": False, "user": "carol"})
+    runner = CliRunner(env={"CREATIVE_MEMORY_USER": "default"})
+    tok = runner.invoke(cli, ["token", "--data-dir", str(root)]).output.strip()
+    assert files.read_tokens() == {tok: "carol"}
+    other = runner.invoke(cli, ["token", "--data-dir", str(root), "--user", "dave"])
+    assert files.read_tokens()[other.output.strip()] == "dave"

@@ -186,7 +186,11 @@ def _dir_hint(data_dir: Path | None) -> str:
 
 @click.command(cls=_Command)
 @_data_dir_option
-@click.option("--user", default=None, help="Whose token (default: as for serve).")
+@click.option(
+    "--user",
+    default=None,
+    help="Whose token (default: the running single-user daemon's user, else as for serve).",
+)
 @click.option("--rotate", is_flag=True, help="Replace the token (the old one stops working).")
 def token(data_dir: Path | None, user: str | None, rotate: bool) -> None:
     """Print the daemon's bearer token (created if there is none yet).
@@ -197,7 +201,13 @@ def token(data_dir: Path | None, user: str | None, rotate: bool) -> None:
 
     root = resolve_data_dir(data_dir)
     make_private_dir(root)
-    tok = DaemonFiles(root).token_for(resolve_user_id(user), create=True, rotate=rotate)
+    files = DaemonFiles(root)
+    if user is None and _group_option("user_flag") is None:
+        # no --user: the user of a running single-user daemon, if any, else as the CLI
+        info = files.read_server_info() or {}
+        if info.get("multi_user") is False and isinstance(info.get("user"), str):
+            user = info["user"]
+    tok = files.token_for(resolve_user_id(user), create=True, rotate=rotate)
     click.echo(tok)
 
 
