@@ -38,12 +38,6 @@ import pytest
 ENV_URL = "CREATIVE_MEMORY_TEST_DATABASE_URL"
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "postgres: needs a PostgreSQL server (see tests/pg_fixtures.py)"
-    )
-
-
 def with_params(url: str, **params: str) -> str:
     """``url`` with extra query parameters (values percent-encoded)."""
     extra = "&".join(f"{k}={quote(v, safe='')}" for k, v in params.items())

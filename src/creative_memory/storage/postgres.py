@@ -37,7 +37,7 @@ import secrets
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, LiteralString
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import msgspec
 import psycopg
@@ -130,7 +130,8 @@ def redact_url(url: str) -> str:
             userinfo = userinfo.split(":", 1)[0] + ":***"
         netloc = f"{userinfo}@{hosts}"
     query = re.sub(r"(^|&)(password=)[^&]*", r"\1\2***", parts.query)
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    out = f"{parts.scheme}://{netloc}{parts.path}"
+    return out + (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
 
 
 def _kind(ev: Event) -> str:
