@@ -336,3 +336,56 @@ def test_config_validation() -> None:
         CaptureConfig(coalesce_window_s=-1)
     with pytest.raises(ValueError):
         CaptureConfig(abandon_mode="whatever")  # type: ignore[arg-type]
+
+
+def test_non_string_trigger_is_rejected_not_crashing(tmp_path: Path) -> None:
+    from creative_memory import CaptureLayer, MemoryStore
+
+    store = MemoryStore(tmp_path / "m", derivation_version="1")
+    layer = CaptureLayer(store)
+    ev = {
+        "event": "generation_accepted",
+        "user_id": "u",
+        "artifact_id": "a",
+        "session_id": "s",
+        "project_id": None,
+        "timestamp": "2026-01-01T00:00:00Z",
+        "trigger": ["explicit"],
+        "artifact_meta": {"signals": [{"preference_type": "layout", "pattern": "airy"}]},
+    }
+    report = layer.submit(ev, "2026-01-01T00:00:00Z")
+    assert [r.status for r in report.results] == ["rejected"]
+    assert "trigger" in (report.results[0].reason or "")
+    assert store.events("u") == []
+
+
+def test_settled_sessions_are_pruned(tmp_path: Path) -> None:
+    from creative_memory import CaptureLayer, MemoryStore
+
+    store = MemoryStore(tmp_path / "m", derivation_version="1")
+    layer = CaptureLayer(store)
+    meta = {"signals": [{"preference_type": "layout", "pattern": "airy"}]}
+    base = {"user_id": "u", "project_id": None, "timestamp": "2026-01-01T00:00:00Z"}
+    for i in range(50):
+        sid = f"s{i}"
+        layer.submit(
+            {
+                **base,
+                "event": "generation_started",
+                "artifact_id": f"a{i}",
+                "session_id": sid,
+                "artifact_meta": meta,
+            },
+            "2026-01-01T00:00:00Z",
+        )
+        layer.submit(
+            {
+                **base,
+                "event": "generation_accepted",
+                "artifact_id": f"a{i}",
+                "session_id": sid,
+                "artifact_meta": meta,
+            },
+            "2026-01-01T00:00:00Z",
+        )
+    assert layer._sessions == {}

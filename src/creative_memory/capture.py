@@ -427,11 +427,18 @@ class CaptureLayer:
         if not isinstance(user, str):
             return
         arts = _artifacts_of(kind, clean)
-        for (u, _sid), session in self._sessions.items():
-            if u != user:
+        settled: list[tuple[str, str | None]] = []
+        for key, session in self._sessions.items():
+            if key[0] != user:
                 continue
             for art in arts:
                 session.pending.pop(art, None)
+            if not session.pending:
+                settled.append(key)
+        # A session with nothing pending has nothing to abandon: forget it, so a long-running
+        # daemon does not accumulate every session it ever saw.
+        for key in settled:
+            del self._sessions[key]
 
     # -- flushing ------------------------------------------------------------------------
     def _windows_in_order(self, now_ms: int | None) -> list[tuple[str, str | None, str | None]]:
@@ -500,6 +507,8 @@ def _str_or_none(value: object) -> str | None:
 
 def _check_trigger(trigger: object, default: str, allowed: frozenset[str], kind: str) -> None:
     t = default if trigger is None else trigger
+    if not isinstance(t, str):
+        raise _Rejected(f"{kind}: trigger must be a string, got {type(t).__name__}")
     if t not in allowed:
         raise _Rejected(
             f"{kind} is not captured from trigger {t!r}; allowed: {', '.join(sorted(allowed))}"
