@@ -354,8 +354,21 @@ def run(cfg: SimConfig, seeds: Sequence[int], arms: Sequence[str] = ARMS) -> lis
         for seed in seeds:
             for n, s in run_arm(seed, arm, cfg, CHECKPOINTS).items():
                 per[n].append(s)
-        rows.extend(aggregate(arm, n, per[n]) for n in CHECKPOINTS)
+        for n in CHECKPOINTS:
+            row = aggregate(arm, n, per[n])
+            row.extra["avoid_f1_per_seed"] = [s.avoid_f1 for s in per[n]]
+            row.extra["prefer_f1_per_seed"] = [s.prefer_f1 for s in per[n]]
+            rows.append(row)
     return rows
+
+
+def paired_se(a: Sequence[float], b: Sequence[float]) -> float:
+    """Standard error of the mean of the per-seed differences ``a − b`` (same seeds)."""
+    d = [x - y for x, y in zip(a, b, strict=True)]
+    if len(d) < 2:
+        return 0.0
+    m = _mean(d)
+    return float((sum((x - m) ** 2 for x in d) / (len(d) - 1) / len(d)) ** 0.5)
 
 
 def table(rows: list[Row], title: str) -> str:
@@ -378,16 +391,23 @@ def targets(rows: list[Row]) -> list[tuple[str, bool, str]]:
     by = {(r.arm, r.n): r for r in rows}
     v1, v2 = by[("v1-unary", 200)], by[("v2-pairwise", 200)]
     e1, e2 = by[("v1-unary", 50)], by[("v2-pairwise", 50)]
+
+    def se(metric: str) -> str:
+        a, b = v2.extra.get(metric), v1.extra.get(metric)
+        return f", paired SE {paired_se(a, b):.3f}" if a and b else ""
+
     checks = [
         (
             "200: avoid F1 gain >= 0.20",
             v2.avoid_f1 - v1.avoid_f1 >= 0.2,
-            f"{v2.avoid_f1:.3f} vs {v1.avoid_f1:.3f} (+{v2.avoid_f1 - v1.avoid_f1:.3f})",
+            f"{v2.avoid_f1:.3f} vs {v1.avoid_f1:.3f} (+{v2.avoid_f1 - v1.avoid_f1:.3f}"
+            f"{se('avoid_f1_per_seed')})",
         ),
         (
             "200: prefer F1 gain >= 0.20",
             v2.prefer_f1 - v1.prefer_f1 >= 0.2,
-            f"{v2.prefer_f1:.3f} vs {v1.prefer_f1:.3f} (+{v2.prefer_f1 - v1.prefer_f1:.3f})",
+            f"{v2.prefer_f1:.3f} vs {v1.prefer_f1:.3f} (+{v2.prefer_f1 - v1.prefer_f1:.3f}"
+            f"{se('prefer_f1_per_seed')})",
         ),
         ("200: avoid precision >= 0.85", v2.avoid_precision >= 0.85, f"{v2.avoid_precision:.3f}"),
         (
