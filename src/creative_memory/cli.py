@@ -1369,5 +1369,15 @@ def demo(ctx: click.Context, as_json: bool, keep: bool) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _register_daemon_commands() -> None:
+    from .server_cli import serve, token, ui
+
+    for command in (serve, token, ui):
+        main.add_command(command)
+
+
+_register_daemon_commands()
+
+
 if __name__ == "__main__":
     sys.exit(main(prog_name="creative-memory"))

@@ -77,7 +77,13 @@ class _Command(click.Command):
             raise click.ClickException(message) from exc
 
 
-@click.command(cls=_Command)
+@click.command(cls=_Command, epilog="""\b
+Examples:
+  creative-memory serve                         # http://127.0.0.1:7744, loopback only
+  creative-memory serve --port 0                # pick a free port
+  creative-memory serve --multi-user            # one user per token
+  creative-memory --data-dir /srv/memory serve --alarm-ms 20
+""")
 @_data_dir_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
 @click.option(
@@ -184,7 +190,12 @@ def _dir_hint(data_dir: Path | None) -> str:
     return f" --data-dir {data_dir}" if data_dir else ""
 
 
-@click.command(cls=_Command)
+@click.command(cls=_Command, epilog="""\b
+Examples:
+  creative-memory token                         # print the bearer token
+  creative-memory token --user alice            # multi-user mode: alice's token
+  curl -H "Authorization: Bearer $(creative-memory token)" http://127.0.0.1:7744/api/v1/memory
+""")
 @_data_dir_option
 @click.option(
     "--user",
@@ -211,7 +222,11 @@ def token(data_dir: Path | None, user: str | None, rotate: bool) -> None:
     click.echo(tok)
 
 
-@click.command(cls=_Command)
+@click.command(cls=_Command, epilog="""\b
+Examples:
+  creative-memory ui                            # print and open a one-time login link
+  creative-memory ui --no-browser               # just print it
+""")
 @_data_dir_option
 @click.option("--user", default=None, help="Whose page (multi-user mode).")
 @click.option("--no-browser", is_flag=True, help="Only print the link.")
