@@ -36,7 +36,14 @@ from rich.text import Text
 from . import __version__
 from .errors import CreativeMemoryError, ValidationError
 from .events import validate_project_id, validate_user_id
-from .paths import ResolvedRoot, ResolvedUser, check_root, resolve_root, resolve_user
+from .paths import (
+    ResolvedRoot,
+    ResolvedUser,
+    check_root,
+    resolve_database,
+    resolve_root,
+    resolve_user,
+)
 from .timeutil import format_ts, try_parse_ts
 
 if TYPE_CHECKING:  # the store is imported lazily: `demo` and `--help` stay fast
@@ -124,6 +131,7 @@ class _State:
     user_flag: str | None = None
     json: bool = False
     derivation_version: str | None = None
+    database_flag: str | None = None
     _store: MemoryStore | None = field(default=None, repr=False)
     _root: ResolvedRoot | None = field(default=None, repr=False)
     _user: ResolvedUser | None = field(default=None, repr=False)
@@ -157,7 +165,10 @@ class _State:
         if self._store is None:
             from .store import MemoryStore
 
-            self._store = MemoryStore(self.root.path, derivation_version=self.derivation_version)
+            database = resolve_database(self.database_flag)
+            self._store = MemoryStore(
+                database or self.root.path, derivation_version=self.derivation_version
+            )
         return self._store
 
 
@@ -229,6 +240,13 @@ Guide: docs/cli.md. Exit codes: 0 ok, 1 operation failed, 2 usage error.
     help="Storage root (overrides OD_DATA_DIR and MEMORY_STORAGE_ROOT).",
 )
 @click.option(
+    "--database",
+    "database_flag",
+    metavar="URL",
+    help="Store memory in PostgreSQL at this postgresql:// URL instead of files "
+    "(default: $CREATIVE_MEMORY_DATABASE_URL if set).",
+)
+@click.option(
     "--user",
     "user_flag",
     metavar="ID",
@@ -249,6 +267,7 @@ def main(
     user_flag: str | None,
     as_json: bool,
     derivation_version: str | None,
+    database_flag: str | None,
 ) -> None:
     """creative-memory: a local, deterministic preference memory for generative design
     tools. See, steer and erase what it learned about your taste."""
@@ -257,6 +276,7 @@ def main(
         user_flag=user_flag,
         json=as_json,
         derivation_version=derivation_version,
+        database_flag=database_flag,
     )
 
 

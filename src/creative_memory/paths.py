@@ -132,6 +132,22 @@ def resolve_root(
     return ResolvedRoot(platform_data_dir(env, platform, home), "platform")
 
 
+DATABASE_ENV = "CREATIVE_MEMORY_DATABASE_URL"
+
+
+def resolve_database(flag: str | None, env: Mapping[str, str] | None = None) -> str | None:
+    """The PostgreSQL URL to store memory in: ``--database``, else
+    ``$CREATIVE_MEMORY_DATABASE_URL``, else ``None`` (the file store)."""
+    env = os.environ if env is None else env
+    value = flag if flag else env.get(DATABASE_ENV, "")
+    if not value:
+        return None
+    if not value.startswith(("postgresql://", "postgres://")):
+        source = "--database" if flag else DATABASE_ENV
+        raise PathConfigError(f"{source} must be a postgresql:// URL, got {value.split('@')[-1]!r}")
+    return value
+
+
 def check_root(path: Path) -> None:
     """Fail with a one-line message when ``path`` cannot be a storage root: it, or the
     nearest existing ancestor, is not a directory, or cannot be read/written. A missing
@@ -188,6 +204,7 @@ __all__ = [
     "check_root",
     "login_name",
     "platform_data_dir",
+    "resolve_database",
     "resolve_root",
     "resolve_user",
     "safe_name",

@@ -445,6 +445,7 @@ class DaemonConfig:
     allowed_hosts: tuple[str, ...] = ()
     tick_seconds: float = 1.0
     derivation_version: str | None = None
+    database: str | None = None  # a postgresql:// URL; None = the file store under root
     capture: CaptureConfig = field(default_factory=CaptureConfig)
     log_level: str = "info"
 
@@ -480,7 +481,9 @@ class Daemon:
         self.config = config
         if not config.multi_user:
             check_user_id(config.user)
-        self.store = store or MemoryStore(config.root, derivation_version=config.derivation_version)
+        self.store = store or MemoryStore(
+            config.database or config.root, derivation_version=config.derivation_version
+        )
         self.capture = CaptureLayer(self.store, config.capture)
         self.files = DaemonFiles(config.root)
         self.tokens = _TokenCache(self.files)

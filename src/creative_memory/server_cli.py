@@ -20,7 +20,7 @@ import click
 
 from .errors import CreativeMemoryError
 from .events import validate_user_id
-from .paths import resolve_root, resolve_user
+from .paths import resolve_database, resolve_root, resolve_user
 
 DEFAULT_PORT = 7744
 
@@ -77,13 +77,16 @@ class _Command(click.Command):
             raise click.ClickException(message) from exc
 
 
-@click.command(cls=_Command, epilog="""\b
+@click.command(
+    cls=_Command,
+    epilog="""\b
 Examples:
   creative-memory serve                         # http://127.0.0.1:7744, loopback only
   creative-memory serve --port 0                # pick a free port
   creative-memory serve --multi-user            # one user per token
   creative-memory --data-dir /srv/memory serve --alarm-ms 20
-""")
+""",
+)
 @_data_dir_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
 @click.option(
@@ -132,6 +135,14 @@ Examples:
     help="Largest archive upload.",
 )
 @click.option(
+    "--database",
+    metavar="URL",
+    default=None,
+    help="Store memory in PostgreSQL (a postgresql:// URL; default: "
+    "$CREATIVE_MEMORY_DATABASE_URL, else the file store). Daemon state (tokens) stays in "
+    "the data dir, so replicas sharing a database are stateless apart from their token file.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -147,6 +158,7 @@ def serve(
     allow_hosts: tuple[str, ...],
     max_body_bytes: int,
     max_import_bytes: int,
+    database: str | None,
     log_level: str,
 ) -> None:
     """Run the local daemon: the HTTP API under /api/v1 and the Settings → Memory page.
@@ -173,6 +185,7 @@ def serve(
         user=resolve_user_id(user),
         alarm_ms=alarm_ms,
         derivation_version=_group_option("derivation_version"),
+        database=resolve_database(database or _group_option("database_flag")),
         allowed_hosts=allow_hosts,
         max_body_bytes=max_body_bytes,
         max_import_bytes=max_import_bytes,
@@ -190,12 +203,15 @@ def _dir_hint(data_dir: Path | None) -> str:
     return f" --data-dir {data_dir}" if data_dir else ""
 
 
-@click.command(cls=_Command, epilog="""\b
+@click.command(
+    cls=_Command,
+    epilog="""\b
 Examples:
   creative-memory token                         # print the bearer token
   creative-memory token --user alice            # multi-user mode: alice's token
   curl -H "Authorization: Bearer $(creative-memory token)" http://127.0.0.1:7744/api/v1/memory
-""")
+""",
+)
 @_data_dir_option
 @click.option(
     "--user",
@@ -222,11 +238,14 @@ def token(data_dir: Path | None, user: str | None, rotate: bool) -> None:
     click.echo(tok)
 
 
-@click.command(cls=_Command, epilog="""\b
+@click.command(
+    cls=_Command,
+    epilog="""\b
 Examples:
   creative-memory ui                            # print and open a one-time login link
   creative-memory ui --no-browser               # just print it
-""")
+""",
+)
 @_data_dir_option
 @click.option("--user", default=None, help="Whose page (multi-user mode).")
 @click.option("--no-browser", is_flag=True, help="Only print the link.")

@@ -81,17 +81,33 @@ class MemoryStore:
         clock: Clock | None = None,
         cache_capacity: int = DEFAULT_CACHE_CAPACITY,
     ) -> None:
-        if isinstance(root, str) and root.startswith(("postgresql://", "postgres://")):
-            raise ValidationError("root", "the PostgreSQL backend is not available in this version")
         self.derivation_version = check_version(
             DERIVATION_VERSION if derivation_version is None else derivation_version
         )
         if not isinstance(cache_capacity, int) or cache_capacity < 0:
             raise ValidationError("cache_capacity", "cache_capacity must be an integer >= 0")
-        self._storage: EventLogStorage = FileStorage(root, cache_capacity=cache_capacity)
+        self._storage: EventLogStorage
+        if isinstance(root, str) and root.startswith(("postgresql://", "postgres://")):
+            from .storage.postgres import PostgresStorage
+
+            self._storage = PostgresStorage(root, cache_capacity=cache_capacity)
+        else:
+            self._storage = FileStorage(root, cache_capacity=cache_capacity)
         self._clock: Clock = clock or wall_clock_ms
         self._memo: dict[str, _Memo] = {}
         self._memo_lock = threading.RLock()
+
+    def close(self) -> None:
+        """Release backend resources (a database connection pool); files need nothing."""
+        close = getattr(self._storage, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def root(self) -> str:
