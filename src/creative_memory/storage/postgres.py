@@ -165,6 +165,7 @@ class PostgresStorage:
             min_size=min_size,
             max_size=max_size,
             open=True,
+            kwargs={"autocommit": True},  # reads are single statements; writes use _tx
             check=ConnectionPool.check_connection,
             timeout=30.0,
             num_workers=2,
@@ -186,17 +187,24 @@ class PostgresStorage:
 
     # -- plumbing ----------------------------------------------------------------------------
     @contextlib.contextmanager
-    def _tx(self, user_id: str | None = None) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
-        """One transaction (committed on success before the caller continues, rolled back
-        on error), holding ``user_id``'s advisory lock when given. Database errors become
-        :class:`StorageError`; errors raised by callbacks pass through unchanged."""
+    def _conn(self) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        """A pooled connection in autocommit mode (each statement its own transaction).
+        Database errors become :class:`StorageError`; errors raised by callbacks pass
+        through unchanged."""
         try:
             with self._pool.connection() as conn:
-                if user_id is not None:
-                    conn.execute(_LOCK_USER, (user_id,))
                 yield conn
         except psycopg.Error as exc:  # includes psycopg_pool.PoolTimeout
             raise StorageError(f"{self._described}: {_message(exc)}") from exc
+
+    @contextlib.contextmanager
+    def _tx(self, user_id: str | None = None) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        """One transaction, committed before the caller continues (rolled back on error),
+        holding ``user_id``'s advisory lock when given."""
+        with self._conn() as conn, conn.transaction():
+            if user_id is not None:
+                conn.execute(_LOCK_USER, (user_id,))
+            yield conn
 
     def _decode(self, user_id: str, seq: int, line: bytes) -> Event:
         try:
@@ -234,7 +242,7 @@ class PostgresStorage:
 
     # -- queries -----------------------------------------------------------------------------
     def user_exists(self, user_id: str) -> bool:
-        with self._tx() as conn:
+        with self._conn() as conn:
             row = conn.execute(
                 "SELECT generation IS NOT NULL OR settings IS NOT NULL "
                 "FROM cm_users WHERE user_id = %s",
@@ -245,7 +253,7 @@ class PostgresStorage:
     def user_files(self, user_id: str) -> list[str]:
         """What is stored for the user, named like the file backend's artefacts: ``events``
         (the log), ``settings``, ``snapshot`` and ``cache/<key>`` per cache entry."""
-        with self._tx() as conn:
+        with self._conn() as conn:
             row = conn.execute(
                 "SELECT generation IS NOT NULL, settings IS NOT NULL, "
                 "EXISTS (SELECT 1 FROM cm_snapshots s WHERE s.user_id = u.user_id) "
@@ -267,7 +275,7 @@ class PostgresStorage:
         """``end`` is the ``seq`` of the last event read (the position to continue from):
         within one generation events are only ever appended with higher ``seq``. One
         statement, so the generation and the events come from one consistent snapshot."""
-        with self._tx() as conn:
+        with self._conn() as conn:
             rows = conn.execute(
                 "SELECT u.generation, u.generation = %(gen)s, e.seq, e.line "
                 "FROM cm_users u LEFT JOIN cm_events e ON e.user_id = u.user_id "
@@ -333,7 +341,7 @@ class PostgresStorage:
 
     def generation(self, user_id: str) -> str:
         """The log's current generation ("" when there is no log)."""
-        with self._tx() as conn:
+        with self._conn() as conn:
             row = conn.execute(
                 "SELECT generation FROM cm_users WHERE user_id = %s", (user_id,)
             ).fetchone()
@@ -459,7 +467,7 @@ class PostgresStorage:
             ) from exc
 
     def read_settings(self, user_id: str) -> UserSettings | None:
-        with self._tx() as conn:
+        with self._conn() as conn:
             row = conn.execute(
                 "SELECT settings::text FROM cm_users WHERE user_id = %s", (user_id,)
             ).fetchone()
@@ -499,14 +507,14 @@ class PostgresStorage:
 
     # -- derived artefacts -------------------------------------------------------------------
     def cache_keys(self, user_id: str) -> set[str]:
-        with self._tx() as conn:
+        with self._conn() as conn:
             rows = conn.execute(
                 "SELECT key FROM cm_cache WHERE user_id = %s", (user_id,)
             ).fetchall()
         return {k for (k,) in rows}
 
     def cache_get(self, user_id: str, key: str) -> bytes | None:
-        with self._tx() as conn:
+        with self._conn() as conn:
             row = conn.execute(
                 "UPDATE cm_cache SET last_used = nextval('cm_cache_clock') "
                 "WHERE user_id = %s AND key = %s RETURNING state",
