@@ -1,5 +1,9 @@
 """PostgreSQL under concurrency: several processes on one database (issue 5 acceptance).
 
+* Two daemons (``creative-memory serve --database URL``, sharing a token file, as replicas
+  behind a load balancer would) receive ``POST /api/v1/events`` for the same 16 users at
+  once from concurrent clients, 2,000 events in total: every event accepted is stored
+  exactly once, ``seq`` strictly increasing per user, hash chains consistent.
 * Two writer processes (each with several threads, as a daemon serving requests would be)
   ingest for the same 16 users at once, 2,000 events in total: nothing lost, nothing
   duplicated, ``seq`` strictly increasing per user, hash chains consistent, every
@@ -12,7 +16,9 @@
 from __future__ import annotations
 
 import itertools
+import json
 import random
+import signal
 import subprocess
 import sys
 import tempfile
@@ -91,6 +97,126 @@ WRITER = textwrap.dedent(
     print("\\n".join(lines), flush=True)
     """
 )
+
+
+def start_daemon(
+    data_dir: Path, url: str, env: dict[str, str], log: Path
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``serve --multi-user --database url`` on a free loopback port; (process, base URL)."""
+    from creative_memory.server import DaemonFiles
+
+    files = DaemonFiles(data_dir)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "creative_memory.server_cli",
+            "serve",
+            "--data-dir",
+            str(data_dir),
+            "--port",
+            "0",
+            "--multi-user",
+            "--database",
+            url,
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("wb"),
+        env=env,
+    )
+    deadline = time.monotonic() + 30
+    while True:  # both daemons share the data dir: wait for *this* one's server.json
+        info = files.read_server_info()
+        if info is not None and info.get("pid") == proc.pid:
+            return proc, str(info["url"]).rstrip("/")
+        if proc.poll() is not None:
+            raise AssertionError(log.read_text())
+        assert time.monotonic() < deadline, "daemon did not start"
+        time.sleep(0.05)
+
+
+def test_two_daemons_ingest_for_the_same_users(pg_url: str, tmp_path: Path) -> None:
+    import concurrent.futures
+
+    import httpx
+
+    from creative_memory.server import DaemonFiles
+
+    users = [f"user{i:02d}" for i in range(16)]
+    per_user = 125  # 2,000 events in total
+    data_dir = tmp_path / "daemon"
+    files = DaemonFiles(data_dir)
+    tokens = {u: files.token_for(u) for u in users}
+    env = {k: v for k, v in child_env().items() if k not in ("OD_DATA_DIR", "MEMORY_STORAGE_ROOT")}
+    env["HOME"] = str(tmp_path)
+    logs = [tmp_path / f"daemon{k}.log" for k in range(2)]
+    daemons = [start_daemon(data_dir, pg_url, env, log) for log in logs]
+    try:
+        # Every user's events are split over both daemons and sent by several clients at
+        # once, in small batches: the load balancer's view.
+        jobs: list[tuple[str, str, list[dict[str, Any]]]] = []
+        for u in users:
+            events = [
+                {
+                    "event": "explicit_tag_applied",
+                    "artifact_id": f"{u}-a{i}",
+                    "session_id": f"{u}-s{i // 10}",
+                    "project_id": "shared" if i % 4 == 0 else None,
+                    "timestamp": "2026-03-01T10:00:00Z",
+                    "tag_text": "love this" if i % 3 else "not this",
+                    "artifact_meta": {
+                        "signals": [{"preference_type": "layout", "pattern": f"p{i % 9}"}]
+                    },
+                }
+                for i in range(per_user)
+            ]
+            k = 0
+            while k < len(events):
+                n = 1 + (k % 3)
+                jobs.append((u, daemons[(k // 3) % 2][1], events[k : k + n]))
+                k += n
+        random.Random(5).shuffle(jobs)
+
+        clients = {base: httpx.Client(timeout=60) for _, base in daemons}
+
+        def send(job: tuple[str, str, list[dict[str, Any]]]) -> int:
+            user, base, batch = job
+            r = clients[base].post(
+                f"{base}/api/v1/events",
+                json=batch if len(batch) > 1 else batch[0],
+                headers={"Authorization": f"Bearer {tokens[user]}"},
+            )
+            assert r.status_code == 200, r.text
+            body = r.json()
+            assert body["rejected"] == 0 and body["coalesced"] == 0, json.dumps(body)
+            return int(body["accepted"])
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=12) as pool:
+            accepted = sum(pool.map(send, jobs))
+        for c in clients.values():
+            c.close()
+        assert accepted == len(users) * per_user == 2000
+    finally:
+        for proc, _ in daemons:
+            proc.send_signal(signal.SIGTERM)
+        for proc, _ in daemons:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # pragma: no cover
+                proc.kill()
+    for (proc, _), log in zip(daemons, logs, strict=True):  # uvicorn re-raises SIGTERM
+        assert proc.returncode in (0, -signal.SIGTERM), log.read_text()
+
+    with MemoryStore(pg_url, derivation_version="1") as store:
+        for u in users:
+            events = store.events(u)
+            assert_chain(events)  # seq strictly increasing, chain consistent
+            assert [e.seq for e in events] == list(range(1, per_user + 1)), u
+            artifacts = [e.artifact_id for e in events if isinstance(e, SignalEvent)]
+            assert sorted(artifacts) == sorted(f"{u}-a{i}" for i in range(per_user)), u
+        assert observe(store, users[0]) == observe_from_scratch(store, users[0])
 
 
 def assert_chain(events: list[Event]) -> None:
