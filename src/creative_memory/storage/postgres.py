@@ -200,8 +200,14 @@ class PostgresStorage:
     @contextlib.contextmanager
     def _tx(self, user_id: str | None = None) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
         """One transaction, committed before the caller continues (rolled back on error),
-        holding ``user_id``'s advisory lock when given."""
-        with self._conn() as conn, conn.transaction():
+        holding ``user_id``'s advisory lock when given.
+
+        Pipeline mode: statements are sent without waiting for each reply until a result is
+        needed, so ``BEGIN``, the lock and the first query cost one round trip, and the
+        writes plus ``COMMIT`` another. The server still runs them in order — a statement's
+        snapshot is taken after the lock before it is granted — and leaving the block waits
+        for the ``COMMIT`` to be acknowledged."""
+        with self._conn() as conn, conn.pipeline(), conn.transaction():
             if user_id is not None:
                 conn.execute(_LOCK_USER, (user_id,))
             yield conn
