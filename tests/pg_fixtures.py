@@ -7,8 +7,8 @@
    ``/usr/lib/postgresql/<version>/bin``), a private throwaway cluster: ``initdb`` into a
    temp dir (as the ``postgres`` OS user when the tests run as root — ``initdb`` refuses
    root), ``pg_ctl start`` on a free loopback port with the unix socket in the temp dir,
-   password (SCRAM) auth; stopped and deleted at session end. Under pytest-xdist every
-   worker starts its own;
+   password (SCRAM) auth; stopped and deleted at session end. Under pytest-xdist the
+   workers share one cluster (reference-counted under a file lock; the last one stops it);
 3. else the tests that need PostgreSQL are skipped with the reason — or, when ``CI`` is set,
    they FAIL: a CI without PostgreSQL must not pass by skipping half the suite.
 
@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
+import json
 import os
 import pwd
 import re
@@ -149,41 +151,116 @@ class PrivateCluster:
         return f"postgresql://{self.user}:{self.password}@127.0.0.1:{self.port}/postgres"
 
     def stop(self) -> None:
-        with contextlib.suppress(Exception):
-            self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "fast", "stop")
-        shutil.rmtree(self.dir, ignore_errors=True)
+        PrivateCluster.stop_at(self.bindir, self.dir)
+
+    @staticmethod
+    def stop_at(bindir: Path, cluster_dir: Path) -> None:
+        """Stop the cluster living in ``cluster_dir`` and delete it."""
+        as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        cmd = [*as_user, str(bindir / "pg_ctl"), "-D", str(cluster_dir / "data"), "-m", "fast"]
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run([*cmd, "stop"], capture_output=True, timeout=60, check=False)
+        shutil.rmtree(cluster_dir, ignore_errors=True)
+
+
+class SharedCluster:
+    """One private cluster for every pytest-xdist worker of a run, reference-counted in a
+    state file beside the workers' temp dirs (under a file lock): the first worker to need
+    it starts it, the last one to finish stops it."""
+
+    def __init__(self, shared_dir: Path, bindir: Path) -> None:
+        self.bindir = bindir
+        self.lock_path = shared_dir / "cm-pg.lock"
+        self.state_path = shared_dir / "cm-pg.json"
+        self.cluster: PrivateCluster | None = None
+        self.released = False
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[dict[str, object]]:
+        with open(self.lock_path, "a+b") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                state = json.loads(self.state_path.read_text()) if self.state_path.exists() else {}
+            except ValueError:
+                state = {}
+            yield state
+            if state:
+                self.state_path.write_text(json.dumps(state))
+            else:
+                self.state_path.unlink(missing_ok=True)
+
+    def acquire(self) -> str:
+        with self._locked() as state:
+            if state and _reachable(str(state["url"])):
+                state["users"] = int(str(state["users"])) + 1
+            else:
+                cluster = PrivateCluster(self.bindir)
+                try:
+                    url = cluster.start()
+                except BaseException:
+                    cluster.stop()
+                    raise
+                state.clear()
+                state.update(url=url, dir=str(cluster.dir), data=str(cluster.data), users=1)
+            atexit.register(self.release)  # a worker that dies still lets go
+            return str(state["url"])
+
+    def release(self) -> None:
+        if self.released:
+            return
+        self.released = True
+        with self._locked() as state:
+            if not state:
+                return
+            state["users"] = int(str(state["users"])) - 1
+            if int(str(state["users"])) <= 0:
+                PrivateCluster.stop_at(self.bindir, Path(str(state["dir"])))
+                state.clear()
+
+
+def _reachable(url: str) -> bool:
+    import psycopg
+
+    try:
+        with psycopg.connect(url, connect_timeout=5):
+            return True
+    except psycopg.Error:
+        return False
 
 
 @pytest.fixture(scope="session")
-def pg_server() -> Iterator[str]:
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     url = os.environ.get(ENV_URL)
     if url:
         yield url
         return
     bindir = find_bindir()
     reason = ""
-    cluster: PrivateCluster | None = None
+    shared: SharedCluster | None = None
+    server = ""
     if bindir is None:
         reason = (
             f"no PostgreSQL: set {ENV_URL} or install the server binaries "
             "(Debian: apt-get install postgresql)"
         )
     else:
+        base = tmp_path_factory.getbasetemp()
+        # under pytest-xdist every worker's basetemp is a child of the run's basetemp
+        shared_dir = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+        shared = SharedCluster(shared_dir, bindir)
         try:
-            cluster = PrivateCluster(bindir)
-            atexit.register(cluster.stop)
-            cluster.start()
+            server = shared.acquire()
         except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
             reason = f"could not start a private PostgreSQL cluster from {bindir}: {exc}"
     if reason:
         if os.environ.get("CI"):
             pytest.fail(f"CI is set but PostgreSQL is unavailable — {reason}", pytrace=False)
         pytest.skip(reason)
-    assert cluster is not None
+    assert shared is not None
     try:
-        yield cluster.url
+        yield server
     finally:
-        cluster.stop()
+        shared.release()
 
 
 def new_schema_name() -> str:
