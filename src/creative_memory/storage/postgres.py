@@ -40,11 +40,18 @@ from typing import Any, LiteralString
 from urllib.parse import urlsplit
 
 import msgspec
-import psycopg
-from psycopg_pool import ConnectionPool
 
 from ..cache import DEFAULT_CACHE_CAPACITY
 from ..errors import StorageError
+
+try:
+    import psycopg
+    from psycopg_pool import ConnectionPool
+except ImportError as exc:  # pragma: no cover - depends on the installation
+    raise StorageError(
+        "the PostgreSQL backend needs psycopg 3 and psycopg-pool: "
+        "pip install 'creative-memory[postgres]'"
+    ) from exc
 from ..events import CHAIN_GENESIS, Event, decode_event, encode_event, with_chain
 from .base import LogSnapshot, UserSettings
 
