@@ -422,19 +422,57 @@ def test_erasure_racing_appends_from_another_process(pg_url: str) -> None:
         assert observe(store, "race") == observe_from_scratch(store, "race")
 
 
+def kill_connections(url: str) -> None:
+    """Terminate every server connection of this test's URL (a restart or failover)."""
+    with psycopg.connect(url, autocommit=True) as admin:
+        app = admin.execute("SHOW application_name").fetchone()
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = %s AND pid <> pg_backend_pid()",
+            (app[0] if app else "",),
+        )
+
+
 def test_terminated_connections_are_replaced(pg_url: str) -> None:
-    """A database restart or failover kills pooled connections; the pool checks them."""
+    """Writes ping their connection first and replace a dead one; reads do so after a
+    second of idleness (so steady traffic pays no extra round trip) and can fail once on
+    a connection that died within that second."""
+    from creative_memory.events import SignalEvent as Sig
+
+    def ev(p: str) -> Sig:
+        at = "2025-01-01T00:00:00.000Z"
+        return Sig(
+            at=at,
+            recorded_at=at,
+            signal_type="explicit_tag",
+            preference_type="layout",
+            pattern=p,
+            polarity="positive",
+            scope="global",
+        )
+
+    with PostgresStorage(pg_url) as st:
+        st.append("u", [ev("a")])
+        kill_connections(pg_url)
+        assert [e.seq for e in st.append("u", [ev("b")])] == [2]  # at once: a write
+        kill_connections(pg_url)
+        time.sleep(1.2)
+        assert len(st.read_events("u").events) == 2  # an idle connection is pinged
+        kill_connections(pg_url)
+        failures = 0
+        for _ in range(3):  # a read right away: at most one failure, then a new connection
+            try:
+                assert len(st.read_events("u").events) == 2
+                break
+            except StorageError:
+                failures += 1
+        assert failures <= 1
     with MemoryStore(pg_url, derivation_version="1") as store:
-        store.ingest_signal("u", _sig("a"))
-        with psycopg.connect(pg_url, autocommit=True) as admin:
-            app = admin.execute("SHOW application_name").fetchone()
-            admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE application_name = %s AND pid <> pg_backend_pid()",
-                (app[0] if app else "",),
-            )
-        store.ingest_signal("u", _sig("b"))
-        assert [e.seq for e in store.events("u")] == [1, 2]
+        store.ingest_signal("u", _sig("c"))
+        kill_connections(pg_url)
+        time.sleep(1.2)
+        store.ingest_signal("u", _sig("d"))
+        assert [e.seq for e in store.events("u")] == [1, 2, 3, 4]
 
 
 def _sig(pattern: str) -> dict[str, Any]:

@@ -34,6 +34,9 @@ from __future__ import annotations
 import contextlib
 import re
 import secrets
+import threading
+import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, LiteralString
@@ -113,6 +116,11 @@ MIGRATIONS: tuple[Migration, ...] = (
 
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
+#: A pooled connection idle for longer than this is pinged before a read (always before a
+#: write); when the ping fails, every idle connection is checked and the call retried.
+_CHECK_IDLE_S = 1.0
+_ACQUIRE_TRIES = 3
+
 # The per-user lock key: schema-qualified, so tenants in other schemas never contend.
 _LOCK_USER: LiteralString = (
     "SELECT pg_advisory_xact_lock(hashtextextended("
@@ -160,6 +168,10 @@ class PostgresStorage:
         self.url = url
         self.cache_capacity = cache_capacity
         self._described = redact_url(url)
+        self._last_used: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._used_lock = threading.Lock()
         # Migrate over a direct connection first: a wrong URL or password fails here at
         # once with the server's message (the pool would only time out).
         try:
@@ -173,7 +185,6 @@ class PostgresStorage:
             max_size=max_size,
             open=True,
             kwargs={"autocommit": True},  # reads are single statements; writes use _tx
-            check=ConnectionPool.check_connection,
             timeout=30.0,
             num_workers=2,
             name="creative-memory",
@@ -193,14 +204,44 @@ class PostgresStorage:
         self.close()
 
     # -- plumbing ----------------------------------------------------------------------------
+    def _acquire(self, *, ping: bool) -> psycopg.Connection[tuple[Any, ...]]:
+        """A pooled connection known to work: pinged first when ``ping`` (writes) or when it
+        sat idle for over a second (reads), replaced when the ping fails. So a database
+        restart or failover costs a reconnect, while steady read traffic pays no extra
+        round trip; a connection that dies in the second after its last use can still fail
+        one read (a :class:`StorageError`; reads are safe to repeat)."""
+        for attempt in range(_ACQUIRE_TRIES):
+            conn = self._pool.getconn()
+            with self._used_lock:
+                last = self._last_used.get(conn)
+            if not ping and last is not None and time.monotonic() - last <= _CHECK_IDLE_S:
+                return conn
+            try:
+                ConnectionPool.check_connection(conn)
+                return conn
+            except psycopg.OperationalError:
+                self._pool.putconn(conn)  # broken: the pool discards it
+                if attempt == _ACQUIRE_TRIES - 1:
+                    raise
+                self._pool.check()  # the others are likely dead too: replace them all
+        raise AssertionError("unreachable")  # pragma: no cover
+
     @contextlib.contextmanager
-    def _conn(self) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+    def _conn(self, *, ping: bool = False) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
         """A pooled connection in autocommit mode (each statement its own transaction).
         Database errors become :class:`StorageError`; errors raised by callbacks pass
         through unchanged."""
         try:
-            with self._pool.connection() as conn:
+            conn = self._acquire(ping=ping)
+            try:
                 yield conn
+            finally:
+                with self._used_lock:
+                    self._last_used[conn] = time.monotonic()
+                self._pool.putconn(conn)  # rolls back / discards a connection left unclean
+                if conn.closed:  # it died under us (a restart?): check the idle ones now
+                    with contextlib.suppress(psycopg.Error):
+                        self._pool.check()
         except psycopg.Error as exc:  # includes psycopg_pool.PoolTimeout
             raise StorageError(f"{self._described}: {_message(exc)}") from exc
 
@@ -214,7 +255,7 @@ class PostgresStorage:
         writes plus ``COMMIT`` another. The server still runs them in order — a statement's
         snapshot is taken after the lock before it is granted — and leaving the block waits
         for the ``COMMIT`` to be acknowledged."""
-        with self._conn() as conn, conn.pipeline(), conn.transaction():
+        with self._conn(ping=True) as conn, conn.pipeline(), conn.transaction():
             if user_id is not None:
                 conn.execute(_LOCK_USER, (user_id,))
             yield conn
