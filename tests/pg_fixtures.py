@@ -40,6 +40,22 @@ import pytest
 ENV_URL = "CREATIVE_MEMORY_TEST_DATABASE_URL"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "postgres: needs PostgreSQL (added automatically; -m 'not postgres')"
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that needs PostgreSQL, so ``-m "not postgres"`` leaves them out."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "pg_server" in getattr(item, "fixturenames", ()) or params.get("backend") == (
+            "postgres"
+        ):
+            item.add_marker("postgres")
+
+
 def with_params(url: str, **params: str) -> str:
     """``url`` with extra query parameters (values percent-encoded)."""
     extra = "&".join(f"{k}={quote(v, safe='')}" for k, v in params.items())
