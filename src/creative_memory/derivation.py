@@ -291,11 +291,7 @@ class DerivedState:
     def _apply_signal(self, ev: SignalEvent) -> Preference:
         w = SIGNAL_WEIGHTS[ev.signal_type]
         inc = _INCREMENT[ev.signal_type]
-        bucket = (
-            self.global_bucket
-            if ev.scope != "project"
-            else self._bucket_for(ev.project_id)
-        )
+        bucket = self.global_bucket if ev.scope != "project" else self._bucket_for(ev.project_id)
         t = ev.at
         decay_at = add_days_ts(t, DECAY_DAYS)
         first = bucket.first
@@ -471,26 +467,3 @@ def derive(events: Iterable[Event], version: str) -> DerivedState:
     for ev in events:
         state.apply(ev)
     return state
-
-
-def legacy_record_fields() -> tuple[str, ...]:
-    """Field names of a prototype record, in the prototype's key order (engine.md §3.1)."""
-    return (
-        "id",
-        "preference_type",
-        "pattern",
-        "polarity",
-        "signal_strength",
-        "confidence",
-        "sources",
-        "accept_count",
-        "reject_count",
-        "explicit_tags",
-        "last_seen",
-        "decay_at",
-        "scope",
-        "reversal_signals",
-        "reversal_first_seen",
-        "polarity_status",
-        "shadow_of",
-    )

@@ -443,12 +443,7 @@ class MemoryStore:
         project_id: str | None = None,
     ) -> int:
         """Erase every raw event about (``preference_type``, ``pattern``) in the bucket."""
-        validate_user_id(user_id)
-        for name, value in (("preference_type", preference_type), ("pattern", pattern)):
-            if not isinstance(value, str) or not value:
-                raise ValidationError(name, f"{name} must be a non-empty string")
-        if project_id is not None:
-            validate_project_id(project_id)
+        _validate_feature(user_id, preference_type, pattern, project_id)
         if not self._storage.user_exists(user_id):
             return 0
         return self._erase(
@@ -615,12 +610,7 @@ class MemoryStore:
         """The derivation trace of (``preference_type``, ``pattern``) in the global list or
         ``project_id``'s: every contributing raw event and what it did, ending at the
         current records."""
-        validate_user_id(user_id)
-        for name, value in (("preference_type", preference_type), ("pattern", pattern)):
-            if not isinstance(value, str) or not value:
-                raise ValidationError(name, f"{name} must be a non-empty string")
-        if project_id is not None:
-            validate_project_id(project_id)
+        _validate_feature(user_id, preference_type, pattern, project_id)
         return explain(
             self.events(user_id), self.derivation_version, preference_type, pattern, project_id
         )
@@ -673,6 +663,18 @@ class MemoryStore:
         with self._memo_lock:
             self._storage.replace_all(user_id, events)
             self._memo.pop(user_id, None)
+
+
+def _validate_feature(
+    user_id: str, preference_type: object, pattern: object, project_id: object
+) -> None:
+    """Checks shared by the calls that name one pattern (forget, explain)."""
+    validate_user_id(user_id)
+    for name, value in (("preference_type", preference_type), ("pattern", pattern)):
+        if not isinstance(value, str) or not value:
+            raise ValidationError(name, f"{name} must be a non-empty string")
+    if project_id is not None:
+        validate_project_id(project_id)
 
 
 def _scope_project(scope: object) -> str | None:

@@ -25,6 +25,7 @@ import secrets
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 import msgspec
 
@@ -177,19 +178,32 @@ class FileStorage:
             return None
         return path, data, self._decode_header(data[:nl], path)
 
+    def _open_with_header(self, path: Path) -> tuple[BinaryIO, bytes, LogHeader] | None:
+        """Open the log positioned after its header line; ``None`` when there is no log
+        or not even a complete header (no events)."""
+        try:
+            f = open(path, "rb")  # noqa: SIM115 - the caller closes it
+        except FileNotFoundError:
+            return None
+        first = f.readline()
+        if not first.endswith(b"\n"):
+            f.close()
+            return None
+        try:
+            return f, first, self._decode_header(first[:-1], path)
+        except StorageError:
+            f.close()
+            raise
+
     def read_events(
         self, user_id: str, *, generation: str | None = None, start: int = 0
     ) -> LogSnapshot:
         path = self.user_dir(user_id) / LOG_NAME
-        try:
-            f = open(path, "rb")  # noqa: SIM115 - closed below
-        except FileNotFoundError:
+        opened = self._open_with_header(path)
+        if opened is None:
             return LogSnapshot(events=[], generation="", end=0)
+        f, first, header = opened
         with f:
-            first = f.readline()
-            if not first.endswith(b"\n"):
-                return LogSnapshot(events=[], generation="", end=0)
-            header = self._decode_header(first[:-1], path)
             resumed = generation == header.generation and start >= len(first)
             if not resumed:
                 start = len(first)
@@ -206,15 +220,11 @@ class FileStorage:
         """Read the log backwards from its end until an event whose chain hash is cached,
         then decode only the events after it: O(k) reading and decoding."""
         path = self.user_dir(user_id) / LOG_NAME
-        try:
-            f = open(path, "rb")  # noqa: SIM115 - closed below
-        except FileNotFoundError:
+        opened = self._open_with_header(path)
+        if opened is None:
             return LogSnapshot(events=[], generation="", end=0)
+        f, first, header = opened
         with f:
-            first = f.readline()
-            if not first.endswith(b"\n"):
-                return LogSnapshot(events=[], generation="", end=0)
-            header = self._decode_header(first[:-1], path)
             header_end = len(first)
             size = f.seek(0, os.SEEK_END)
             fd = f.fileno()
