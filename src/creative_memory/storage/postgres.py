@@ -165,7 +165,6 @@ class PostgresStorage:
         max_size: int = 8,
         connect_timeout: float = 10.0,
     ) -> None:
-        self.url = url
         self.cache_capacity = cache_capacity
         self._described = redact_url(url)
         self._last_used: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
@@ -252,9 +251,9 @@ class PostgresStorage:
 
         Pipeline mode: statements are sent without waiting for each reply until a result is
         needed, so ``BEGIN``, the lock and the first query cost one round trip, and the
-        writes plus ``COMMIT`` another. The server still runs them in order — a statement's
-        snapshot is taken after the lock before it is granted — and leaving the block waits
-        for the ``COMMIT`` to be acknowledged."""
+        writes plus ``COMMIT`` another. The server still runs them one after the other — a
+        statement's snapshot is taken only once the lock before it is granted — and leaving
+        the block waits for the ``COMMIT`` to be acknowledged."""
         with self._conn(ping=True) as conn, conn.pipeline(), conn.transaction():
             if user_id is not None:
                 conn.execute(_LOCK_USER, (user_id,))
