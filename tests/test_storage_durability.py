@@ -308,7 +308,7 @@ def test_reset_all_never_reuses_seq(tmp_path: Path, clock: ManualClock) -> None:
 CRASH_IN_SNAPSHOT_WRITE = textwrap.dedent(
     """
     import os, sys
-    from creative_memory import MemoryStore
+    from creative_memory import MemoryStore, Preference
     root, user, secret = sys.argv[1:4]
     store = MemoryStore(root, derivation_version="1")
     sig = {"signal_type": "explicit_tag", "pattern": secret, "preference_type": "color",
@@ -345,7 +345,7 @@ def test_forget_also_erases_temp_files_left_by_a_crash(tmp_path: Path) -> None:
 CRASH_CHILD = textwrap.dedent(
     """
     import random, sys
-    from creative_memory import MemoryStore
+    from creative_memory import MemoryStore, Preference
     root, user, prefix, seed = sys.argv[1:5]
     rng = random.Random(int(seed))
     store = MemoryStore(root, derivation_version="1")
@@ -507,7 +507,7 @@ def test_corrupt_complete_line_is_reported_not_skipped(tmp_path: Path, clock: Ma
 CONCURRENT_CHILD = textwrap.dedent(
     """
     import os, sys, time
-    from creative_memory import MemoryStore
+    from creative_memory import MemoryStore, Preference
     root, user, prefix, count, mode, go = sys.argv[1:7]
     count = int(count)
     store = MemoryStore(root, derivation_version="1")
@@ -766,3 +766,45 @@ def test_directories_0700_files_0600_even_with_umask_0(tmp_path: Path, clock: Ma
     for path in d.rglob("*"):
         mode = stat.S_IMODE(path.stat().st_mode)
         assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))
+
+
+def test_threads_sharing_a_store_each_get_their_own_records(tmp_path: Path) -> None:
+    """Regression: another thread's read must not fold an append before its caller does,
+    which made ``ingest_signal`` return ``None`` for stored events."""
+    import threading
+
+    from creative_memory import MemoryStore, Preference
+
+    store = MemoryStore(tmp_path / "m", derivation_version="1")
+    results: dict[str, Preference | None] = {}
+    errors: list[BaseException] = []
+
+    def work(t: int) -> None:
+        try:
+            for i in range(60):
+                pattern = f"p{t}_{i}"
+                rec = store.ingest_signal(
+                    "u",
+                    {
+                        "signal_type": "explicit_tag",
+                        "pattern": pattern,
+                        "preference_type": "layout",
+                        "polarity": "positive",
+                        "scope": "global",
+                        "timestamp": "2026-01-01T00:00:00Z",
+                    },
+                )
+                results[pattern] = rec
+                store.retrieve_for_injection("u")
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    assert len(results) == 240
+    for pattern, rec in results.items():
+        assert rec is not None and rec.pattern == pattern

@@ -12,7 +12,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -96,6 +96,7 @@ class MemoryStore:
         self._clock: Clock = clock or wall_clock_ms
         self._memo: dict[str, _Memo] = {}
         self._memo_lock = threading.RLock()
+        self._user_locks: dict[str, threading.RLock] = {}
 
     def close(self) -> None:
         """Release backend resources (a database connection pool); files need nothing."""
@@ -216,13 +217,31 @@ class MemoryStore:
         )
         memo.written = memo.head
 
+    def _user_lock(self, user_id: str) -> threading.RLock:
+        with self._memo_lock:
+            lock = self._user_locks.get(user_id)
+            if lock is None:
+                lock = self._user_locks[user_id] = threading.RLock()
+            return lock
+
+    @contextlib.contextmanager
+    def _locked(self, user_id: str) -> Iterator[None]:
+        """This store's critical section for one user: the user's lock, then the memo lock
+        (always in this order). An append holds the user's lock from the write until its own
+        events are folded, so no other thread can fold them first and the caller always gets
+        the records its events touched."""
+        with self._user_lock(user_id), self._memo_lock:
+            yield
+
     def _append(
         self, user_id: str, events: Sequence[Event]
     ) -> list[Preference | Refinement | None]:
-        stored = self._storage.append(user_id, events)
-        seqs = [e.seq for e in stored]
-        _, touched = self._refresh(user_id, seqs)
-        return [touched.get(s) for s in seqs]
+        with self._user_lock(user_id):
+            stored = self._storage.append(user_id, events)
+            seqs = [e.seq for e in stored]
+            with self._memo_lock:
+                _, touched = self._refresh(user_id, seqs)
+            return [touched.get(s) for s in seqs]
 
     def _recorded_at(self) -> str:
         return format_ts(self._now_ms())
@@ -300,7 +319,7 @@ class MemoryStore:
         if not settings.memory_enabled:
             return RetrievalResult()
         project_id, types = parse_context(context)
-        with self._memo_lock:
+        with self._locked(user_id):
             state, _ = self._refresh(user_id, write_back=True)
             projects = {pid: b.records for pid, b in state.projects.items()}
             result = retrieve(
@@ -324,7 +343,7 @@ class MemoryStore:
         now_ms = self._now_ms() if now is None else instant_to_ms(now, "now")
         if not self._storage.user_exists(user_id):
             return DecayResult()
-        with self._memo_lock:
+        with self._locked(user_id):
             state, _ = self._refresh(user_id)
             result = state.decay_preview(now_ms)
         if result.decayed or result.archived:
@@ -345,7 +364,7 @@ class MemoryStore:
         project = _scope_project(scope)
         if not self._storage.user_exists(user_id):
             return []
-        with self._memo_lock:
+        with self._locked(user_id):
             state, _ = self._refresh(user_id, write_back=True)
             if project is not None:
                 source = state.project_records(project) or []
@@ -385,7 +404,7 @@ class MemoryStore:
             self._erase(user_id, lambda ev: None if _in_bucket(ev, None) else ev)
         elif project is not None:
             self._erase(user_id, lambda ev: None if _in_bucket(ev, project) else ev)
-            with self._memo_lock:
+            with self._locked(user_id):
                 state, _ = self._refresh(user_id)
                 missing = state.project_records(project) is None
             if missing:
@@ -429,7 +448,7 @@ class MemoryStore:
         validate_user_id(user_id)
         if not self._storage.user_exists(user_id):
             return []
-        with self._memo_lock:
+        with self._locked(user_id):
             state, _ = self._refresh(user_id)
             return list(state.refinements)
 
@@ -477,7 +496,7 @@ class MemoryStore:
         """Rewrite the log, then — under the same lock — delete every derived artefact
         (cache entries, snapshot) that may hold erased content, and re-derive."""
 
-        with self._memo_lock:
+        with self._locked(user_id):
             changed = self._storage.rewrite(user_id, keep)
             if changed:
                 self._memo.pop(user_id, None)
@@ -595,7 +614,7 @@ class MemoryStore:
     def _all_records(self, user_id: str) -> list[Preference]:
         if not self._storage.user_exists(user_id):
             return []
-        with self._memo_lock:
+        with self._locked(user_id):
             state, _ = self._refresh(user_id, write_back=True)
             return [state.export_record(r) for r in state.all_records()]
 
@@ -660,7 +679,7 @@ class MemoryStore:
         return len(fresh)
 
     def _replace_log(self, user_id: str, events: Sequence[Event]) -> None:
-        with self._memo_lock:
+        with self._locked(user_id):
             self._storage.replace_all(user_id, events)
             self._memo.pop(user_id, None)
 
