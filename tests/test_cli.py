@@ -300,13 +300,28 @@ def test_data_dir_that_is_a_file(cli: Cli, tmp_path: Path) -> None:
     assert f.read_text() == "not a directory"
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root can read anything")
-def test_data_dir_without_permission(cli: Cli, tmp_path: Path) -> None:  # pragma: no cover
+def test_data_dir_without_permission(
+    tmp_path: Path, runner_env: dict[str, str | None], monkeypatch: pytest.MonkeyPatch
+) -> None:
     d = tmp_path / "locked"
     d.mkdir()
     d.chmod(0)
+    if os.geteuid() == 0:
+        # root reads anything: make the permission check see what an ordinary user would
+        real_access = os.access
+
+        def access(path: object, mode: int, **kw: object) -> bool:
+            if str(path) == str(d):
+                return False
+            return real_access(path, mode, **kw)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(os, "access", access)
     try:
-        one_line_error(cli("--data-dir", str(d), "inspect"), 1, "not readable")
+        r = CliRunner().invoke(main, ["--data-dir", str(d), "inspect"], env=runner_env)
+        assert r.exit_code == 1, r.output
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("Error: "), r.stderr
+        assert "not readable" in lines[0] and str(d) in lines[0]
     finally:
         d.chmod(0o700)
 
