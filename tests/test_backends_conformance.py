@@ -23,7 +23,7 @@ from creative_memory.events import SignalEvent
 from creative_memory.storage import FileStorage
 from creative_memory.timeutil import format_ts
 from tests.conftest import FIXTURES, ManualClock, tag
-from tests.test_conformance import SCENARIOS, assert_same, load_scenario, run_op
+from tests.test_conformance import SCENARIOS, load_scenario, replay
 from tests.test_prototype_import import comparable
 
 if TYPE_CHECKING:
@@ -38,22 +38,9 @@ PROTO = FIXTURES / "prototype"
 # -- the 68 conformance traces ---------------------------------------------------------------
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name.removesuffix(".json.gz"))
 def test_conformance_trace(backend: Backend, path: Path) -> None:
-    scenario = load_scenario(path)
     clock = ManualClock()
     store = backend.store(derivation_version="1", clock=clock)
-    for i, op in enumerate(scenario["ops"]):
-        if "clock" in op:
-            clock.set(op["clock"])
-        expected = op.get("expected")
-        where = f"{scenario['name']} op#{i} {op['op']} [{backend.kind}]"
-        if isinstance(expected, dict) and expected.get("error"):
-            with pytest.raises(ValueError):
-                run_op(store, op)
-            continue
-        actual = run_op(store, op)
-        if expected is None or op["op"] in ("set_enabled", "reset"):
-            continue
-        assert_same(actual, expected, where)
+    replay(store, clock, load_scenario(path), f" [{backend.kind}]")
 
 
 def test_every_trace_is_replayed() -> None:

@@ -115,16 +115,13 @@ def run_op(store: MemoryStore, op: dict[str, Any]) -> Any:
     raise AssertionError(f"unknown op {kind}")
 
 
-@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name.removesuffix(".json.gz"))
-def test_conformance(path: Path, tmp_path: Path) -> None:
-    scenario = load_scenario(path)
-    clock = ManualClock()
-    store = MemoryStore(tmp_path / "mem", derivation_version="1", clock=clock)
+def replay(store: MemoryStore, clock: ManualClock, scenario: dict[str, Any], tag: str = "") -> None:
+    """Run every op of a recorded scenario on ``store`` and compare with the prototype."""
     for i, op in enumerate(scenario["ops"]):
         if "clock" in op:
             clock.set(op["clock"])
         expected = op.get("expected")
-        where = f"{scenario['name']} op#{i} {op['op']}"
+        where = f"{scenario['name']} op#{i} {op['op']}{tag}"
         if isinstance(expected, dict) and expected.get("error"):
             with pytest.raises(ValueError):
                 run_op(store, op)
@@ -133,3 +130,10 @@ def test_conformance(path: Path, tmp_path: Path) -> None:
         if expected is None or op["op"] in ("set_enabled", "reset"):
             continue
         assert_same(actual, expected, where)
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name.removesuffix(".json.gz"))
+def test_conformance(path: Path, tmp_path: Path) -> None:
+    clock = ManualClock()
+    store = MemoryStore(tmp_path / "mem", derivation_version="1", clock=clock)
+    replay(store, clock, load_scenario(path))

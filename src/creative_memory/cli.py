@@ -172,33 +172,29 @@ class _State:
         return self._store
 
 
-def _validate_user_flag(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
-    if value is None:
-        return None
-    try:
-        return validate_user_id(value)
-    except ValidationError as exc:
-        raise click.BadParameter(_one_line(exc)) from exc
+def _validator(check: Callable[[str], str]) -> Callable[..., Any]:
+    """A click callback running a library check; its ValidationError is a usage error."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+        if value is None:
+            return None
+        try:
+            return check(value)
+        except ValidationError as exc:
+            raise click.BadParameter(_one_line(exc)) from exc
+
+    return callback
 
 
-def _validate_project(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
-    if value is None:
-        return None
-    try:
-        return validate_project_id(value)
-    except ValidationError as exc:
-        raise click.BadParameter(_one_line(exc)) from exc
-
-
-def _validate_version(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
-    if value is None:
-        return None
+def _check_version(value: str) -> str:
     from .derivation import check_version
 
-    try:
-        return check_version(value)
-    except ValidationError as exc:
-        raise click.BadParameter(_one_line(exc)) from exc
+    return check_version(value)
+
+
+_validate_user_flag = _validator(validate_user_id)
+_validate_project = _validator(validate_project_id)
+_validate_version = _validator(_check_version)
 
 
 def _date(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
