@@ -15,7 +15,7 @@ from .constants import TAG_POLARITY
 from .errors import ValidationError
 from .events import ComparisonEvent, ComparisonSide, Feature, validate_project_id
 from .models import Preference
-from .timeutil import format_ts, try_parse_ts
+from .timeutil import format_ts, parse_ts, try_parse_ts
 
 if TYPE_CHECKING:
     from .store import MemoryStore
@@ -218,8 +218,8 @@ def on_pairwise_comparison(store: MemoryStore, event: Event) -> list[Preference 
     session_id = event.get("session_id")
     if session_id is not None and not isinstance(session_id, str):
         raise ValidationError("session_id", "session_id must be a string")
-    now = format_ts(store._now_ms())
-    at = format_ts(try_parse_ts(event["timestamp"]) or 0)
+    now = format_ts(store.now_ms())
+    at = format_ts(parse_ts(event["timestamp"]))  # validated above
     store.append_comparison(
         event["user_id"],
         ComparisonEvent(

@@ -67,7 +67,7 @@ from .events import validate_project_id, validate_user_id
 from .feed import diagnostics_feed_line
 from .models import RetrievalResult
 from .prompt import build_critique_block, build_generation_block, build_prompt_block
-from .store import MemoryStore
+from .store import MemoryStore, wall_clock_ms
 from .timeutil import instant_to_ms
 
 try:  # POSIX advisory locks; the daemon's state files are only locked where available
@@ -210,10 +210,6 @@ def _log(level: int, message: str, **fields: Any) -> None:
 # ---------------------------------------------------------------------------------------------
 # Daemon state files: tokens, one-time logins, the running server's address
 # ---------------------------------------------------------------------------------------------
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -346,7 +342,7 @@ class DaemonFiles:
         """A one-time login nonce for ``user_id`` (stored hashed, valid ``ttl_s`` seconds)."""
         check_user_id(user_id)
         nonce = secrets.token_urlsafe(32)
-        now = _now_ms()
+        now = wall_clock_ms()
         with self.locked():
             pending = self._pending_logins(now)
             pending.append(
@@ -358,7 +354,7 @@ class DaemonFiles:
     def consume_login(self, nonce: str) -> str | None:
         """The user of a valid, unexpired nonce (which is used up), else ``None``."""
         digest = _sha256(nonce)
-        now = _now_ms()
+        now = wall_clock_ms()
         with self.locked():
             pending = self._pending_logins(now)
             found = None
@@ -534,7 +530,7 @@ class Daemon:
         s = self.sessions.get(key)
         if s is None:
             return None
-        if s.expires_ms <= _now_ms() or not self._user_allowed(s.user):
+        if s.expires_ms <= wall_clock_ms() or not self._user_allowed(s.user):
             self.sessions.pop(key, None)
             return None
         return s.user
@@ -545,7 +541,7 @@ class Daemon:
         return user == self.config.user
 
     def new_session(self, user: str) -> str:
-        now = _now_ms()
+        now = wall_clock_ms()
         for k in [k for k, s in self.sessions.items() if s.expires_ms <= now]:
             del self.sessions[k]
         sid = secrets.token_urlsafe(32)

@@ -115,9 +115,6 @@ class MemoryStore:
         return self._storage.describe()
 
     # -- internals -------------------------------------------------------------------------
-    def _now_ms(self) -> int:
-        return self._clock()
-
     def now_ms(self) -> int:
         """The store's notion of "now" (epoch ms) — the injected clock."""
         return self._clock()
@@ -130,7 +127,7 @@ class MemoryStore:
             return False
         if settings.paused_until is None:
             return True
-        return self._now_ms() < instant_to_ms(settings.paused_until, "paused_until")
+        return self.now_ms() < instant_to_ms(settings.paused_until, "paused_until")
 
     def _learning(self, settings: UserSettings) -> bool:
         return settings.memory_enabled and not self._is_paused(settings)
@@ -244,7 +241,7 @@ class MemoryStore:
             return [touched.get(s) for s in seqs]
 
     def _recorded_at(self) -> str:
-        return format_ts(self._now_ms())
+        return format_ts(self.now_ms())
 
     # -- engine calls ----------------------------------------------------------------------
     def ingest_signal(self, user_id: str, signal: Mapping[str, Any]) -> Preference | None:
@@ -265,7 +262,7 @@ class MemoryStore:
         """
         validate_user_id(user_id)
         settings = self._settings(user_id)
-        now = self._now_ms()
+        now = self.now_ms()
         recorded_at = format_ts(now)
         events: list[Event] = []
         learning = self._learning(settings)
@@ -340,7 +337,7 @@ class MemoryStore:
     def run_decay(self, user_id: str, now: str | datetime | None = None) -> DecayResult:
         """One decay pass at ``now`` (default: the clock). Stored only if it changes a record."""
         validate_user_id(user_id)
-        now_ms = self._now_ms() if now is None else instant_to_ms(now, "now")
+        now_ms = self.now_ms() if now is None else instant_to_ms(now, "now")
         if not self._storage.user_exists(user_id):
             return DecayResult()
         with self._locked(user_id):
