@@ -105,9 +105,18 @@ V2_TABLE: Final[Mapping[str, Any]] = MappingProxyType(
                 ),
             }
         ),
-        # Gaussian prior precision (evidence units) on each feature effect and on the intercept
+        # Gaussian prior precisions (evidence units): a feature effect before the first EM
+        # step, the intercept, each type level
         "prior": 8,
         "intercept_prior": 32,
+        "type_prior": 32,
+        # spike-and-slab prior on feature effects: precision of the spike (neutral patterns)
+        # and of the slab (patterns that carry taste), the slab's prior share, and the fixed
+        # number of fits (EM steps + 1)
+        "spike_prior": 160,
+        "slab_prior": 8,
+        "slab_share": 0.2,
+        "fit_iterations": 6,
         # a comparison feature whose type the other side does not list: its contrast, in
         # halves (1 = x = ±½: it may be present there too, unlisted)
         "unaligned_contrast_halves": 1,
@@ -118,7 +127,7 @@ V2_TABLE: Final[Mapping[str, Any]] = MappingProxyType(
         # wrong costs more than a missed one: it steers generation away from good options)
         "z_positive": 1.0,
         "z_negative": 2.25,
-        "full_effect": 0.35,
+        "full_effect": 0.30,
         # unary-only records: strength ≤ cap (label ≤ medium) until reinforced
         "provisional_cap": 0.65,
         # a legacy record of strength s counts as round(s × legacy_units) units
@@ -207,11 +216,16 @@ class _Fit:
     sigma2: float  # residual variance per evidence unit (pooled, with a prior)
     order: list[int]  # canonical column order used for the factorisation
     pos: dict[int, int]  # column → position in ``order``
-    chol: list[list[float]]  # lower-triangular factor
+    ftype: list[int]  # position → position of its type level (−1: none)
+    types: list[str]  # the type levels, after the columns of ``order``
+    chol: list[list[float]]  # lower-triangular factor (columns, then type levels)
     beta: dict[int, float]
     var: dict[int, float]
     unary: dict[int, float]  # contribution of outcome kinds (+ legacy)
     reinforcing: dict[int, float]
+    level: dict[str, float]  # estimated type levels
+    slab: dict[int, float]  # posterior slab probability of each feature
+    precision: dict[int, float]  # each column's final prior precision
 
 
 class _Model:
@@ -268,71 +282,141 @@ class _Model:
 
     # -- the fit -------------------------------------------------------------------------
     def solve(self) -> _Fit:
+        """The MAP fit of this bucket (cached until the next observation).
+
+        Columns: the intercept, the features in canonical ``(type, pattern)`` order, then one
+        *type level* per preference type in sorted order. A type column is the sum of its
+        features' columns (``x_t = Σ_{f∈t} x_f``), so its statistics are a linear map of the
+        stored ones (``A' = M A Mᵀ``) — no extra state. Only differences within a type are
+        identified by artifacts that carry one pattern per type; the type level takes what
+        the type's patterns have in common, and a feature's estimate is its deviation from
+        that level. The feature prior is a spike-and-slab mixture (most patterns of a type
+        are neutral; a few carry taste), fitted by a fixed number of EM steps that re-weight
+        each feature's ridge precision by its posterior slab probability."""
         if self.fit is not None:
             return self.fit
         table = V2_TABLE
         feats = sorted(
             (k, f.col) for k, f in self.features.items()
         )  # canonical order: by (type, pattern)
+        # a type level needs two patterns to be told apart from a pattern's own effect
+        seen: dict[str, int] = {}
+        for k, _ in feats:
+            seen[k[0]] = seen.get(k[0], 0) + 1
+        types = sorted(t for t, count in seen.items() if count > 1)
+        tpos = {t: i for i, t in enumerate(types)}
         order = [0] + [c for _, c in feats]
         pos = {c: p for p, c in enumerate(order)}
-        n = len(order)
-        a = [[0.0] * n for _ in range(n)]
+        n0 = len(order)
+        n = n0 + len(types)
+        # position → position of its type level (−1: none)
+        ftype = [-1] + [n0 + tpos[k[0]] if k[0] in tpos else -1 for k, _ in feats]
+        full = [[0.0] * n0 for _ in range(n0)]
         for (i, j), v in self.xx.items():
             pi, pj = pos[i], pos[j]
-            if pi < pj:
-                pi, pj = pj, pi
-            a[pi][pj] = float(v)  # lower triangle
-        a[0][0] += float(table["intercept_prior"])
-        lam = float(table["prior"])
-        for p in range(1, n):
-            a[p][p] += lam
-        chol = _cholesky(a)
+            full[pi][pj] = full[pj][pi] = float(v)
+        # A' (lower triangle): [[A, ·], [M A, M A Mᵀ]]
+        base = [full[p][: p + 1] for p in range(n0)]
+        trow: dict[int, list[float]] = {q: [0.0] * n for q in range(n0, n)}
+        for p in range(1, n0):
+            if ftype[p] < 0:
+                continue
+            row = trow[ftype[p]]
+            src = full[p]
+            for i in range(n0):
+                row[i] += src[i]
+        for q in range(n0, n):
+            row = trow[q]
+            for p in range(1, n0):
+                if ftype[p] >= 0:
+                    row[ftype[p]] += row[p]
+            base.append(row[: q + 1])
+        kinds_b: dict[str, list[float]] = {}
+        for kind, vec in self.xy.items():
+            kinds_b[kind] = self._extend(vec, pos, ftype, n)
         unary_b = [0.0] * n
         reinf_b = [0.0] * n
-        for kind, vec in self.xy.items():
+        for kind, vb in kinds_b.items():
             target = reinf_b if _is_reinforcing(kind) else unary_b
-            for c, v in vec.items():
-                target[pos[c]] += float(v)
-        # exact decomposition: β = A⁻¹ b_unary + A⁻¹ b_reinforcing
-        bu = _chol_solve(chol, unary_b)
-        br = _chol_solve(chol, reinf_b)
-        inv = _inverse_diagonal(chol)
-        beta_v = [bu[p] + br[p] for p in range(n)]
-        # residual variance: RSS = yᵀWy − βᵀb − βᵀΛβ; dof = rows − effective parameters
-        b_all = [bu_ + br_ for bu_, br_ in zip(unary_b, reinf_b, strict=True)]
-        prior_diag = [float(table["intercept_prior"])] + [lam] * (n - 1)
-        rss = float(self.yy) - sum(bv * bb for bv, bb in zip(beta_v, b_all, strict=True))
-        rss -= sum(pd * bv * bv for pd, bv in zip(prior_diag, beta_v, strict=True))
-        p_eff = n - sum(pd * iv for pd, iv in zip(prior_diag, inv, strict=True))
+            for p in range(n):
+                target[p] += vb[p]
+        b_all = [u + r for u, r in zip(unary_b, reinf_b, strict=True)]
+        lam1 = float(table["slab_prior"])
+        lam0 = float(table["spike_prior"])
+        share = float(table["slab_share"])
+        # log prior odds of spike vs slab, up to the data term
+        log_odds0 = math.log((1.0 - share) / share) + 0.5 * math.log(lam0 / lam1)
+        prior_diag = (
+            [float(table["intercept_prior"])]
+            + [float(table["prior"])] * (n0 - 1)
+            + [float(table["type_prior"])] * (n - n0)
+        )
         nu0 = float(table["sigma_prior_rows"])
         s0 = float(table["sigma_prior"])
-        sigma2 = (max(rss, 0.0) + nu0 * s0) / max(self.rows - p_eff + nu0, 1.0)
+        iterations = int(table["fit_iterations"])
+        slab = [1.0] * n
+        for step in range(iterations):
+            a = [row[:] for row in base]
+            for p in range(n):
+                a[p][p] += prior_diag[p]
+            chol = _cholesky(a)
+            beta_v = _chol_solve(chol, b_all)
+            inv = _inverse_diagonal(chol)
+            # residual variance: RSS = yᵀWy − βᵀb − βᵀΛβ; dof = rows − effective parameters
+            rss = float(self.yy) - sum(bv * bb for bv, bb in zip(beta_v, b_all, strict=True))
+            rss -= sum(pd * bv * bv for pd, bv in zip(prior_diag, beta_v, strict=True))
+            p_eff = n - sum(pd * iv for pd, iv in zip(prior_diag, inv, strict=True))
+            sigma2 = (max(rss, 0.0) + nu0 * s0) / max(self.rows - p_eff + nu0, 1.0)
+            if step == iterations - 1:
+                break
+            # E step: posterior slab probability of each feature; M step: its precision
+            for p in range(1, n0):
+                t = log_odds0 - 0.5 * (lam0 - lam1) * beta_v[p] * beta_v[p] / sigma2
+                r = 1.0 / (1.0 + math.exp(t)) if t < 700.0 else 0.0
+                slab[p] = r
+                prior_diag[p] = r * lam1 + (1.0 - r) * lam0
+        bu = _chol_solve(chol, unary_b)
+        br = _chol_solve(chol, reinf_b)
         var = [sigma2 * iv for iv in inv]
-        beta = {c: beta_v[pos[c]] for c in order}
         self.fit = _Fit(
             sigma2=sigma2,
             order=order,
             pos=pos,
+            ftype=ftype,
+            types=types,
             chol=chol,
-            beta=beta,
+            beta={c: beta_v[pos[c]] for c in order},
             var={c: var[pos[c]] for c in order},
             unary={c: bu[pos[c]] for c in order},
             reinforcing={c: br[pos[c]] for c in order},
+            level={t: beta_v[n0 + i] for i, t in enumerate(types)},
+            slab={c: slab[pos[c]] for c in order},
+            precision={c: prior_diag[pos[c]] for c in order},
         )
         return self.fit
 
+    @staticmethod
+    def _extend(
+        vec: Mapping[int, int], pos: Mapping[int, int], ftype: list[int], n: int
+    ) -> list[float]:
+        """``[b; M b]``: a kind's ``Σ w·y·x`` with the type-level entries appended."""
+        b = [0.0] * n
+        for c, v in vec.items():
+            p = pos[c]
+            b[p] += float(v)
+            if ftype[p] >= 0:
+                b[ftype[p]] += float(v)
+        return b
+
     def kind_contributions(self, col: int) -> dict[str, float]:
         fit = self.solve()
-        n = len(fit.order)
+        n = len(fit.order) + len(fit.types)
         out: dict[str, float] = {}
         for kind in _KINDS:
             vec = self.xy.get(kind)
             if not vec:
                 continue
-            b = [0.0] * n
-            for c, v in vec.items():
-                b[fit.pos[c]] += float(v)
+            b = self._extend(vec, fit.pos, fit.ftype, n)
             out[kind] = _chol_solve(fit.chol, b)[fit.pos[col]]
         return out
 
