@@ -51,6 +51,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
+import numpy as np
+
 from .constants import DECAY_DAYS
 from .derivation import (
     DerivedState,
@@ -216,9 +218,9 @@ class _Fit:
     sigma2: float  # residual variance per evidence unit (pooled, with a prior)
     order: list[int]  # canonical column order used for the factorisation
     pos: dict[int, int]  # column → position in ``order``
-    ftype: list[int]  # position → position of its type level (−1: none)
+    ext: Any  # E: the columns of ``order`` → the columns, then the type levels
     types: list[str]  # the type levels, after the columns of ``order``
-    chol: list[list[float]]  # lower-triangular factor (columns, then type levels)
+    inverse: Any  # (E A Eᵀ + Λ)⁻¹ at the final precisions
     beta: dict[int, float]
     var: dict[int, float]
     unary: dict[int, float]  # contribution of outcome kinds (+ legacy)
@@ -285,14 +287,16 @@ class _Model:
         """The MAP fit of this bucket (cached until the next observation).
 
         Columns: the intercept, the features in canonical ``(type, pattern)`` order, then one
-        *type level* per preference type in sorted order. A type column is the sum of its
-        features' columns (``x_t = Σ_{f∈t} x_f``), so its statistics are a linear map of the
-        stored ones (``A' = M A Mᵀ``) — no extra state. Only differences within a type are
-        identified by artifacts that carry one pattern per type; the type level takes what
-        the type's patterns have in common, and a feature's estimate is its deviation from
-        that level. The feature prior is a spike-and-slab mixture (most patterns of a type
-        are neutral; a few carry taste), fitted by a fixed number of EM steps that re-weight
-        each feature's ridge precision by its posterior slab probability."""
+        *type level* per preference type with two or more seen patterns, in sorted order. A
+        type column is the sum of its features' columns (``x_t = Σ_{f∈t} x_f``), so its
+        statistics are a linear map of the stored ones (``A' = E A Eᵀ``) — no extra state.
+        Artifacts carry one pattern per type, so only differences within a type are
+        identified; the type level takes what the type's patterns have in common, and a
+        feature's estimate is its deviation from that level. The feature prior is a
+        spike-and-slab mixture (most patterns of a type are neutral, a few carry taste),
+        fitted by a fixed number of EM steps that set each feature's ridge precision from its
+        posterior slab probability. The statistics are integers (exact in float64), so the
+        fit depends on the set of observations only."""
         if self.fit is not None:
             return self.fit
         table = V2_TABLE
@@ -309,44 +313,26 @@ class _Model:
         pos = {c: p for p, c in enumerate(order)}
         n0 = len(order)
         n = n0 + len(types)
-        # position → position of its type level (−1: none)
-        ftype = [-1] + [n0 + tpos[k[0]] if k[0] in tpos else -1 for k, _ in feats]
-        full = [[0.0] * n0 for _ in range(n0)]
+        ext = np.zeros((n, n0))  # x' = E x: the columns, then the type levels
+        ext[np.arange(n0), np.arange(n0)] = 1.0
+        for p, (k, _) in enumerate(feats, start=1):
+            if k[0] in tpos:
+                ext[n0 + tpos[k[0]], p] = 1.0
+        a0 = np.zeros((n0, n0))
         for (i, j), v in self.xx.items():
-            pi, pj = pos[i], pos[j]
-            full[pi][pj] = full[pj][pi] = float(v)
-        # A' (lower triangle): [[A, ·], [M A, M A Mᵀ]]
-        base = [full[p][: p + 1] for p in range(n0)]
-        trow: dict[int, list[float]] = {q: [0.0] * n for q in range(n0, n)}
-        for p in range(1, n0):
-            if ftype[p] < 0:
-                continue
-            row = trow[ftype[p]]
-            src = full[p]
-            for i in range(n0):
-                row[i] += src[i]
-        for q in range(n0, n):
-            row = trow[q]
-            for p in range(1, n0):
-                if ftype[p] >= 0:
-                    row[ftype[p]] += row[p]
-            base.append(row[: q + 1])
-        kinds_b: dict[str, list[float]] = {}
+            a0[pos[i], pos[j]] = a0[pos[j], pos[i]] = float(v)
+        gram = ext @ a0 @ ext.T
+        unary_b = np.zeros(n)
+        reinf_b = np.zeros(n)
         for kind, vec in self.xy.items():
-            kinds_b[kind] = self._extend(vec, pos, ftype, n)
-        unary_b = [0.0] * n
-        reinf_b = [0.0] * n
-        for kind, vb in kinds_b.items():
-            target = reinf_b if _is_reinforcing(kind) else unary_b
-            for p in range(n):
-                target[p] += vb[p]
-        b_all = [u + r for u, r in zip(unary_b, reinf_b, strict=True)]
+            (reinf_b if _is_reinforcing(kind) else unary_b)[:] += self._extend(vec, pos, ext)
+        b_all = unary_b + reinf_b
         lam1 = float(table["slab_prior"])
         lam0 = float(table["spike_prior"])
         share = float(table["slab_share"])
         # log prior odds of spike vs slab, up to the data term
         log_odds0 = math.log((1.0 - share) / share) + 0.5 * math.log(lam0 / lam1)
-        prior_diag = (
+        prior = np.array(
             [float(table["intercept_prior"])]
             + [float(table["prior"])] * (n0 - 1)
             + [float(table["type_prior"])] * (n - n0)
@@ -354,70 +340,59 @@ class _Model:
         nu0 = float(table["sigma_prior_rows"])
         s0 = float(table["sigma_prior"])
         iterations = int(table["fit_iterations"])
-        slab = [1.0] * n
+        slab = np.ones(n)
         for step in range(iterations):
-            a = [row[:] for row in base]
-            for p in range(n):
-                a[p][p] += prior_diag[p]
-            chol = _cholesky(a)
-            beta_v = _chol_solve(chol, b_all)
-            inv = _inverse_diagonal(chol)
+            inverse = np.linalg.inv(gram + np.diag(prior))
+            beta_v = inverse @ b_all
+            inv = np.diag(inverse)
             # residual variance: RSS = yᵀWy − βᵀb − βᵀΛβ; dof = rows − effective parameters
-            rss = float(self.yy) - sum(bv * bb for bv, bb in zip(beta_v, b_all, strict=True))
-            rss -= sum(pd * bv * bv for pd, bv in zip(prior_diag, beta_v, strict=True))
-            p_eff = n - sum(pd * iv for pd, iv in zip(prior_diag, inv, strict=True))
+            rss = float(self.yy) - float(beta_v @ b_all) - float(prior @ (beta_v * beta_v))
+            p_eff = n - float(prior @ inv)
             sigma2 = (max(rss, 0.0) + nu0 * s0) / max(self.rows - p_eff + nu0, 1.0)
             if step == iterations - 1:
                 break
             # E step: posterior slab probability of each feature; M step: its precision
-            for p in range(1, n0):
-                t = log_odds0 - 0.5 * (lam0 - lam1) * beta_v[p] * beta_v[p] / sigma2
-                r = 1.0 / (1.0 + math.exp(t)) if t < 700.0 else 0.0
-                slab[p] = r
-                prior_diag[p] = r * lam1 + (1.0 - r) * lam0
-        bu = _chol_solve(chol, unary_b)
-        br = _chol_solve(chol, reinf_b)
-        var = [sigma2 * iv for iv in inv]
+            t = log_odds0 - 0.5 * (lam0 - lam1) * beta_v[1:n0] ** 2 / sigma2
+            r = 1.0 / (1.0 + np.exp(np.minimum(t, 700.0)))
+            slab[1:n0] = r
+            prior[1:n0] = r * lam1 + (1.0 - r) * lam0
+        bu = inverse @ unary_b
+        br = inverse @ reinf_b
+        var = sigma2 * inv
         self.fit = _Fit(
             sigma2=sigma2,
             order=order,
             pos=pos,
-            ftype=ftype,
+            ext=ext,
             types=types,
-            chol=chol,
-            beta={c: beta_v[pos[c]] for c in order},
-            var={c: var[pos[c]] for c in order},
-            unary={c: bu[pos[c]] for c in order},
-            reinforcing={c: br[pos[c]] for c in order},
-            level={t: beta_v[n0 + i] for i, t in enumerate(types)},
-            slab={c: slab[pos[c]] for c in order},
-            precision={c: prior_diag[pos[c]] for c in order},
+            inverse=inverse,
+            beta={c: float(beta_v[pos[c]]) for c in order},
+            var={c: float(var[pos[c]]) for c in order},
+            unary={c: float(bu[pos[c]]) for c in order},
+            reinforcing={c: float(br[pos[c]]) for c in order},
+            level={t: float(beta_v[n0 + i]) for i, t in enumerate(types)},
+            slab={c: float(slab[pos[c]]) for c in order},
+            precision={c: float(prior[pos[c]]) for c in order},
         )
         return self.fit
 
     @staticmethod
-    def _extend(
-        vec: Mapping[int, int], pos: Mapping[int, int], ftype: list[int], n: int
-    ) -> list[float]:
-        """``[b; M b]``: a kind's ``Σ w·y·x`` with the type-level entries appended."""
-        b = [0.0] * n
+    def _extend(vec: Mapping[int, int], pos: Mapping[int, int], ext: Any) -> Any:
+        """``E b``: a kind's ``Σ w·y·x`` over the columns, with the type levels appended."""
+        b0 = np.zeros(ext.shape[1])
         for c, v in vec.items():
-            p = pos[c]
-            b[p] += float(v)
-            if ftype[p] >= 0:
-                b[ftype[p]] += float(v)
-        return b
+            b0[pos[c]] += float(v)
+        return ext @ b0
 
     def kind_contributions(self, col: int) -> dict[str, float]:
         fit = self.solve()
-        n = len(fit.order) + len(fit.types)
+        row = fit.inverse[fit.pos[col]]
         out: dict[str, float] = {}
         for kind in _KINDS:
             vec = self.xy.get(kind)
             if not vec:
                 continue
-            b = self._extend(vec, fit.pos, fit.ftype, n)
-            out[kind] = _chol_solve(fit.chol, b)[fit.pos[col]]
+            out[kind] = float(row @ self._extend(vec, fit.pos, fit.ext))
         return out
 
     # -- persistence ---------------------------------------------------------------------
@@ -443,64 +418,6 @@ class _Model:
         m.yy = int(d["yy"])
         m.rows = int(d["rows"])
         return m
-
-
-def _cholesky(a: list[list[float]]) -> list[list[float]]:
-    """Lower-triangular ``L`` with ``L Lᵀ = A`` (``a``'s lower triangle is read)."""
-    n = len(a)
-    low: list[list[float]] = [[] for _ in range(n)]
-    for i in range(n):
-        ai = a[i]
-        li = low[i]
-        for j in range(i):
-            lj = low[j]
-            s = ai[j]
-            for k in range(j):
-                s -= li[k] * lj[k]
-            li.append(s / lj[j])
-        s = ai[i]
-        for k in range(i):
-            s -= li[k] * li[k]
-        li.append(math.sqrt(s))
-    return low
-
-
-def _chol_solve(low: list[list[float]], b: list[float]) -> list[float]:
-    n = len(low)
-    z = [0.0] * n
-    for i in range(n):
-        li = low[i]
-        s = b[i]
-        for k in range(i):
-            s -= li[k] * z[k]
-        z[i] = s / li[i]
-    x = [0.0] * n
-    for i in range(n - 1, -1, -1):
-        s = z[i]
-        for k in range(i + 1, n):
-            s -= low[k][i] * x[k]
-        x[i] = s / low[i][i]
-    return x
-
-
-def _inverse_diagonal(low: list[list[float]]) -> list[float]:
-    """``diag(A⁻¹)`` from ``A = L Lᵀ``: ``A⁻¹ = L⁻ᵀ L⁻¹``, so entry i is Σ_k (L⁻¹)_{ki}²."""
-    n = len(low)
-    out = [0.0] * n
-    for i in range(n):  # column i of L⁻¹ by forward substitution
-        col = [0.0] * n
-        col[i] = 1.0 / low[i][i]
-        acc = col[i] * col[i]
-        for k in range(i + 1, n):
-            lk = low[k]
-            s = 0.0
-            for m in range(i, k):
-                s -= lk[m] * col[m]
-            v = s / lk[k]
-            col[k] = v
-            acc += v * v
-        out[i] = acc
-    return out
 
 
 class DerivedStateV2(DerivedState):
