@@ -7,6 +7,7 @@ import random
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -31,6 +32,7 @@ from creative_memory.timeutil import MS_PER_DAY, format_ts, parse_ts
 # scoped to these tests, so other tests (and the CLI subprocesses they start, which do not
 # import this module) see the same set of versions.
 _HAD_V2 = "2" in _derivation._REGISTRY
+from creative_memory import derivation_v2 as _v2  # noqa: E402
 from creative_memory.derivation_v2 import V2_TABLE, DerivedStateV2  # noqa: E402
 
 if not _HAD_V2:
@@ -324,6 +326,79 @@ def test_material_disagreement_between_unary_and_explicit_evidence_is_under_revi
     assert ev["unary_contribution"] > 0 > ev["reinforcing_contribution"]
     assert rec.polarity_status == "under_review"
     assert retrieve(st.global_records, {}, None, None).positives == []
+
+
+# -- type levels and the spike-and-slab prior ------------------------------------------------
+def _shortfall_log(cramped_rejections: int) -> Log:
+    """Artifacts that list a layout are rejected 3 times in 4 (a liked, rarely listed layout
+    is absent whenever another layout is listed), artifacts that list no layout are accepted
+    3 times in 4; "cramped" is rejected every time."""
+    log = Log()
+    for i in range(60):
+        rej = i % 4 != 0
+        log.signal(
+            "thumbs_down" if rej else "repeated_acceptance",
+            "negative" if rej else "positive",
+            [("layout", f"l{i % 5}"), ("mood", f"m{i % 4}")],
+            artifact=f"x{i}",
+        )
+    for i in range(60):
+        acc = i % 4 != 0
+        log.signal(
+            "repeated_acceptance" if acc else "thumbs_down",
+            "positive" if acc else "negative",
+            [("mood", f"m{i % 4}"), ("color", f"c{i % 3}")],
+            artifact=f"y{i}",
+        )
+    for i in range(cramped_rejections):
+        log.signal(
+            "thumbs_down",
+            "negative",
+            [("layout", "cramped"), ("mood", f"m{i % 4}")],
+            artifact=f"z{i}",
+        )
+    return log
+
+
+def test_what_a_types_patterns_share_goes_to_the_type_level(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    st = _shortfall_log(30).state()
+    recs = {(r.preference_type, r.pattern): r for r in st.global_records}
+    ev = {k: st.evidence_for(r) for k, r in recs.items()}
+    assert ev[("layout", "l0")]["type_level"] < 0 < ev[("color", "c0")]["type_level"]
+    for key, r in recs.items():
+        if key != ("layout", "cramped"):
+            assert abs(ev[key]["estimate"]) < 0.1, key
+            assert r.signal_strength == 0.0, key
+    # the pattern that deviates from its type's level stands out, and only it
+    cramped = recs[("layout", "cramped")]
+    assert cramped.polarity == "negative" and cramped.signal_strength >= 0.4
+    assert ev[("layout", "cramped")]["estimate"] < -0.3
+    assert ev[("layout", "cramped")]["slab_probability"] > 0.9
+    assert ev[("layout", "l0")]["slab_probability"] < 0.1
+    assert ev[("layout", "l0")]["prior_precision"] > ev[("layout", "cramped")]["prior_precision"]
+    result = retrieve(st.global_records, {}, None, None)
+    assert [r.pattern for r in result.negatives] == ["cramped"]
+    assert result.positives == []
+    # without type levels the colours, which ride along with "no layout listed", would be
+    # preferred: the level is what keeps them out
+    no_levels = {**dict(V2_TABLE), "type_prior": 1e12}
+    monkeypatch.setattr(_v2, "V2_TABLE", MappingProxyType(no_levels))
+    flat = by_pattern(_shortfall_log(30).state())
+    assert flat["c0"].polarity == "positive" and flat["c0"].signal_strength >= 0.4
+
+
+def test_a_type_with_one_seen_pattern_has_no_level() -> None:
+    log = Log()
+    for i in range(6):
+        log.signal("explicit_tag", "negative", [NEON], artifact=f"t{i}", tag_text="too noisy")
+    log.compare([SERIF], [SANS])
+    st = log.state()
+    neon = st.evidence_for(by_pattern(st)["neon"])
+    assert neon["type_level"] is None  # the effect is the pattern's own
+    assert neon["estimate"] < 0
+    assert st.evidence_for(by_pattern(st)["serif"])["type_level"] is not None
 
 
 # -- evidence and table --------------------------------------------------------------------

@@ -18,18 +18,31 @@ one regularised linear paired-comparison model per bucket (global, or one projec
 * **explicit statements** (tag, edit-and-save, revert) are rows about the listed features
   without intercept.
 
-Rows are weighted by the evidence-kind weights of :data:`V2_TABLE`; the estimate is the MAP
-under a Gaussian prior (ridge): ``β = (XᵀWX + Λ)⁻¹ XᵀWy``, solved by a Cholesky factorisation
-in canonical feature order. The sufficient statistics ``XᵀWX`` and ``XᵀWy`` are integer sums,
-so the estimate depends on the *set* of observations only — never on their order — and the
-fit is fixed work, hence deterministic. It is recomputed lazily, only when a read needs it.
+Rows are weighted by the evidence-kind weights of :data:`V2_TABLE`. The sufficient statistics
+``XᵀWX`` and ``XᵀWy`` are integer sums, so the estimate depends on the *set* of observations
+only — never on their order. Two structural facts of design feedback shape the fit:
+
+* an artifact carries **one pattern per type**, so only differences *within* a type are
+  identified. Each type with two or more seen patterns gets a **type level** column
+  (``x_t = Σ_{f∈t} x_f``, a linear map of the stored statistics: no extra state). It takes
+  what the type's patterns have in common — e.g. "whenever the extractor lists a layout, a
+  liked but rarely listed layout is absent" — so a salient neutral pattern is not blamed for
+  it; a feature's estimate is its deviation from its type's level;
+* most patterns are **neutral**: the feature prior is a spike-and-slab mixture (a tight
+  spike at zero, a wide slab for the few that carry taste), fitted by a fixed number of EM
+  steps (``fit_iterations``) that set each feature's ridge precision from its posterior slab
+  probability. The type level is then where most of its patterns are, not their mean.
+
+The estimate is the MAP ``β = (E XᵀWX Eᵀ + Λ)⁻¹ E XᵀWy`` at the final precisions ``Λ``; the
+work is fixed, hence deterministic, and is redone lazily, only when a read needs it.
 
 Each feature becomes one record. Its strength is a lower confidence bound on the effect,
-``(|β| − z·sd) / full_effect`` clamped to [0, 1], with ``sd = sqrt([(XᵀWX + Λ)⁻¹]_ff)``: the
-confidence comes from the evidence behind that particular estimate (collinear features share
-it). Records supported only by unary outcomes are **provisional**: strength capped at
-``provisional_cap`` (so the label is at most ``medium``) until a reinforcing kind (tag, edit,
-revert or comparison) supports the same direction. A feature whose unary and reinforcing
+``(|β| − z·sd) / full_effect`` clamped to [0, 1], with ``sd = sqrt(σ² [(E XᵀWX Eᵀ + Λ)⁻¹]_ff)``
+(``σ²`` the residual variance estimated from the data): the confidence comes from the
+evidence behind that particular estimate (collinear features share it). Records supported
+only by unary outcomes are **provisional**: strength capped at ``provisional_cap`` (so the
+label is at most ``medium``) until a reinforcing kind (tag, edit, revert or comparison)
+supports the same direction. A feature whose unary and reinforcing
 contributions materially disagree is marked ``under_review`` (not injected) — a large unary
 aggregate is neither silently outweighed by a few comparisons nor silently kept against many.
 
@@ -38,8 +51,8 @@ Decay (``decay_pass`` events) works per feature as in version 1 (``decay_at`` = 
 evidence), but on the multiplier applied to the fitted strength; new evidence resets it.
 
 :meth:`DerivedStateV2.evidence_for` returns, for a record, the estimate, its uncertainty, the
-table in force and each evidence kind's events and exact contribution to the estimate (the
-contributions add up to the estimate).
+table in force, the type level, the slab probability and each evidence kind's events and exact
+contribution to the estimate (the contributions add up to the estimate).
 """
 
 from __future__ import annotations
@@ -777,6 +790,11 @@ class DerivedStateV2(DerivedState):
             "estimate": beta,
             "sd": sd,
             "lower_bound": abs(beta) - float(V2_TABLE[f"z_{record.polarity}"]) * sd,
+            # the feature's type level (None: the only pattern seen of its type) — the
+            # estimate is the deviation from it — and the spike-and-slab state of the feature
+            "type_level": fit.level.get(record.preference_type),
+            "slab_probability": fit.slab[f.col],
+            "prior_precision": fit.precision[f.col],
             "unary_contribution": fit.unary[f.col],
             "reinforcing_contribution": fit.reinforcing[f.col],
             "provisional": f.support[0 if sign > 0 else 1] == 0,
