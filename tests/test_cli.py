@@ -24,7 +24,7 @@ import msgspec
 import pytest
 from click.testing import CliRunner
 
-from creative_memory import MemoryStore
+from creative_memory import DERIVATION_VERSION, MemoryStore
 from creative_memory.cli import main
 from creative_memory.paths import (
     PathConfigError,
@@ -525,8 +525,11 @@ def test_inspect_schema_rejects_wrong_shapes() -> None:
 
 
 def test_inspect_human(cli: Cli) -> None:
+    """The numbers are version 1's (the prototype's ladder); the layout is any version's."""
     cli.teach()
-    out = cli.ok("inspect").out
+    head = f"Memory of alice · derivation v{DERIVATION_VERSION} · 7 events · derived through seq 7"
+    assert cli.ok("inspect").out.splitlines()[0] == head
+    out = cli.ok("--derivation-version", "1", "inspect").out
     head = "Memory of alice · derivation v1 · 7 events · derived through seq 7"
     assert out.splitlines()[0] == head
     assert "Settings: memory on · learning active · diagnostics feed off" in out
@@ -535,30 +538,54 @@ def test_inspect_human(cli: Cli) -> None:
                    "Prefer: airy_spacing (medium)", "Avoid: neon_palette (medium)"):  # fmt: skip
         assert needle in out, needle
     cli.ok("project-disable", "landing")
-    out = cli.ok("inspect", "--project", "landing").out
+    out = cli.ok("--derivation-version", "1", "inspect", "--project", "landing").out
     assert "Retrieval (project landing)" in out
     assert "project_global_memory_disabled: landing ignores global memory" in out
     # a narrow terminal gets two lines per record instead of a table
-    narrow = cli.ok("inspect", env={"COLUMNS": "60"}).out
+    narrow = cli.ok("--derivation-version", "1", "inspect", env={"COLUMNS": "60"}).out
     assert "  layout_density/airy_spacing\n      prefer 0.45 (medium) · stable" in narrow
     assert "Preferences: none yet" in cli.ok("--user", "nobody", "inspect").out
 
 
 def test_explain(cli: Cli) -> None:
     cli.teach()
-    doc = cli.json("explain", "color", "neon_palette")
+    v1 = ("--derivation-version", "1")
+    doc = cli.json(*v1, "explain", "color", "neon_palette")
     assert [s["seq"] for s in doc["steps"]] == [4, 5, 6]
     assert [s["signal_type"] for s in doc["steps"]] == ["explicit_tag"] * 3
     assert doc["steps"][0]["effects"][0]["actions"] == ["created"]
     assert doc["records"][0]["signal_strength"] == pytest.approx(0.45)
-    expected = cli.store().explain("alice", "color", "neon_palette").to_dict()
-    assert doc == json.loads(json.dumps(expected))
-    out = cli.ok("explain", "color", "neon_palette").out
+    assert doc["evidence"] is None  # version 1 folds records directly
+    expected = MemoryStore(cli.root, derivation_version="1").explain(
+        "alice", "color", "neon_palette"
+    )
+    assert doc == json.loads(json.dumps(expected.to_dict()))
+    out = cli.ok(*v1, "explain", "color", "neon_palette").out
     assert "Why color/neon_palette (global memory) · derivation v1" in out
     assert "0.15 -> 0.30" in out and "low -> medium" in out
     assert "avoid 0.45 (medium) · stable · from 3 events" in out
     doc = cli.json("explain", "typography", "serif_headings", "--project", "landing")
     assert doc["project_id"] == "landing" and len(doc["steps"]) == 1
+
+
+def test_explain_shows_the_evidence_behind_a_version_2_estimate(cli: Cli) -> None:
+    cli.teach()
+    v2 = ("--derivation-version", "2")
+    doc = cli.json(*v2, "explain", "color", "neon_palette")
+    assert [s["seq"] for s in doc["steps"]] == [4, 5, 6]
+    [rec], [ev] = doc["records"], doc["evidence"]
+    assert rec["polarity"] == "negative" and ev["estimate"] < 0
+    assert ev["kinds"]["explicit_tag"]["against"] == 3
+    assert ev["kinds"]["explicit_tag"]["contribution"] == pytest.approx(ev["estimate"])
+    assert ev["type_level"] is None  # the only colour seen
+    expected = MemoryStore(cli.root, derivation_version="2").explain(
+        "alice", "color", "neon_palette"
+    )
+    assert doc == json.loads(json.dumps(expected.to_dict()))
+    out = cli.ok(*v2, "explain", "color", "neon_palette").out
+    assert "· derivation v2" in out
+    assert f"Estimate {ev['estimate']:+.3f} ± {ev['sd']:.3f}" in out
+    assert "  explicit_tag: 0 for, 3 against · weight 6 · contribution" in out
 
 
 def test_explain_failures(cli: Cli) -> None:
@@ -891,12 +918,13 @@ def test_prompt_variants(cli: Cli) -> None:
     r = cli.ok("prompt")
     assert r.out == "" and r.err.strip() == "(no memory block: nothing is injectable right now)"
     cli.teach()
-    gen = cli.ok("prompt").out
+    v1 = ("--derivation-version", "1")  # version 1's labels
+    gen = cli.ok(*v1, "prompt").out
     assert gen.startswith("## Creative memory (preferences from generation feedback)")
     assert "Prefer (medium): airy_spacing" in gen and "Avoid (medium): neon_palette" in gen
-    crit = cli.ok("prompt", "--critique").out
+    crit = cli.ok(*v1, "prompt", "--critique").out
     assert crit.startswith("## Creative memory (critique criteria from generation feedback)")
-    legacy = cli.ok("prompt", "--legacy").out
+    legacy = cli.ok(*v1, "prompt", "--legacy").out
     assert legacy.splitlines() == [
         "[MEMORY CONTEXT]",
         "Prefer (medium):  airy_spacing",

@@ -801,8 +801,28 @@ def explain(state: _State, preference_type: str, pattern: str, project: str | No
                 f"derived through seq {rec.last_derived_event_seq}",
                 soft_wrap=True,
             )
+        for ev in result.evidence or []:
+            _print_evidence(console, ev)
     else:
         console.print("Now: no record (forgotten or never created)")
+
+
+def _print_evidence(console: Console, ev: Mapping[str, Any]) -> None:
+    """What a fitted estimate (derivation version 2) rests on, in a few lines."""
+    level = ev["type_level"]
+    console.print(
+        f"Estimate {ev['estimate']:+.3f} ± {ev['sd']:.3f} (lower bound {ev['lower_bound']:+.3f})"
+        + ("" if level is None else f" · type level {level:+.3f}")
+        + f" · slab probability {ev['slab_probability']:.2f}"
+        + (" · provisional (unary evidence only)" if ev["provisional"] else ""),
+        soft_wrap=True,
+    )
+    for kind, k in ev["kinds"].items():
+        console.print(
+            f"  {kind}: {k['for']} for, {k['against']} against · weight {k['weight']} · "
+            f"contribution {k['contribution']:+.3f}",
+            soft_wrap=True,
+        )
 
 
 def _short_ts(ts: str) -> str:

@@ -3,7 +3,8 @@
 ``explain(events, version, preference_type, pattern, project_id)`` re-folds the log and, for
 every event that touched a record of (type, pattern) in that bucket, reports what changed:
 strength before → after, confidence, status, reversal step, shadow created or promoted,
-decay applied. The trace ends at the current records.
+decay applied. The trace ends at the current records and, for a version that fits an
+estimate (2), the evidence behind each of them.
 """
 
 from __future__ import annotations
@@ -52,6 +53,10 @@ class Explanation(msgspec.Struct, kw_only=True):
     derivation_version: str
     steps: list[TraceStep]
     records: list[Preference]
+    #: per record of ``records`` (same order), what the version's estimate rests on — the
+    #: evidence kinds, their weights and exact contributions, the estimate and its
+    #: uncertainty (version 2); ``None`` for a version that folds records directly (1)
+    evidence: list[dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = msgspec.to_builtins(self)
@@ -167,6 +172,7 @@ def explain(
     final = [state.export_record(r) for r in matching().values()]
     for r in final:
         r.last_derived_event_seq = state.last_seq
+    evidence_for = getattr(state, "evidence_for", None)
     return Explanation(
         preference_type=preference_type,
         pattern=pattern,
@@ -174,4 +180,5 @@ def explain(
         derivation_version=version,
         steps=steps,
         records=final,
+        evidence=None if evidence_for is None else [evidence_for(r) for r in final],
     )

@@ -2053,6 +2053,14 @@ def openapi_document() -> dict[str, Any]:
                         "derivation_version": {"type": "string"},
                         "steps": {"type": "array", "items": {"type": "object"}},
                         "records": {"type": "array", "items": ref("Preference")},
+                        "evidence": {
+                            "type": "array",
+                            "nullable": True,
+                            "description": "Per record: the estimate, its sd, type level, "
+                            "slab probability and each evidence kind's contribution "
+                            "(derivation version 2); null for version 1.",
+                            "items": {"type": "object"},
+                        },
                     },
                 },
                 "Archive": {

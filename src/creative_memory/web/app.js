@@ -231,6 +231,18 @@
         tr.append(el("td", s.seq), el("td", s.at), el("td", s.kind),
           el("td", [s.signal_type, s.polarity].filter(Boolean).join(" ")), el("td", effects));
       }
+      const evidence = $("why-evidence");
+      evidence.replaceChildren();
+      for (const v of e.evidence || []) {
+        const level = v.type_level === null ? "" : `, type level ${fmt(v.type_level)}`;
+        evidence.append(el("li", `Estimate ${fmt(v.estimate)} ± ${fmt(v.sd)}${level}, ` +
+          `slab probability ${fmt(v.slab_probability)}` +
+          (v.provisional ? " — provisional (unary evidence only)" : "")));
+        for (const [kind, k] of Object.entries(v.kinds)) {
+          evidence.append(el("li", `${kind}: ${k.for} for, ${k.against} against, ` +
+            `weight ${k.weight}, contribution ${fmt(k.contribution)}`));
+        }
+      }
       $("why").hidden = false;
       $("h-why").focus();
     } catch (err) {
