@@ -362,12 +362,13 @@ class _Model:
             rss = float(self.yy) - float(beta_v @ b_all) - float(prior @ (beta_v * beta_v))
             p_eff = n - float(prior @ inv)
             sigma2 = (max(rss, 0.0) + nu0 * s0) / max(self.rows - p_eff + nu0, 1.0)
-            if step == iterations - 1:
-                break
-            # E step: posterior slab probability of each feature; M step: its precision
+            # E step: posterior slab probability of each feature (at the final step: at the
+            # final estimate); M step: its precision for the next fit
             t = log_odds0 - 0.5 * (lam0 - lam1) * beta_v[1:n0] ** 2 / sigma2
             r = 1.0 / (1.0 + np.exp(np.minimum(t, 700.0)))
             slab[1:n0] = r
+            if step == iterations - 1:
+                break
             prior[1:n0] = r * lam1 + (1.0 - r) * lam0
         bu = inverse @ unary_b
         br = inverse @ reinf_b
