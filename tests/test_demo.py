@@ -22,12 +22,28 @@ from creative_memory.cli import main
 from creative_memory.demo import EMPTY_BLOCK, DemoStep, demo_document, render_text, run_demo
 
 PREFERENCE_FIELDS = {
-    "id", "preference_type", "pattern", "polarity", "signal_strength", "confidence",
-    "sources", "accept_count", "reject_count", "explicit_tags", "last_seen", "decay_at",
-    "scope", "reversal_signals", "reversal_first_seen", "polarity_status", "shadow_of",
-    "derivation_version", "source_event_count", "last_derived_event_seq",
+    "id",
+    "preference_type",
+    "pattern",
+    "polarity",
+    "signal_strength",
+    "confidence",
+    "sources",
+    "accept_count",
+    "reject_count",
+    "explicit_tags",
+    "last_seen",
+    "decay_at",
+    "scope",
+    "reversal_signals",
+    "reversal_first_seen",
+    "polarity_status",
+    "shadow_of",
+    "derivation_version",
+    "source_event_count",
+    "last_derived_event_seq",
 }
-CHAPTERS = ["fresh", "ladder", "negative", "reversal", "decay", "profile", "project"]
+CHAPTERS = ["fresh", "ladder", "negative", "reversal", "decay", "profile", "project", "pairwise"]
 SUPPRESSION_TRACE = (
     "neon-nights override color/neon_palette active — global color/neon_palette "
     "(negative, 0.80) suppressed for this generation"
@@ -78,7 +94,7 @@ def _steps(doc: dict[str, Any], chapter: str) -> list[dict[str, Any]]:
 def test_json_document_shape(doc: dict[str, Any]) -> None:
     assert doc["derivation_version"] == "1"
     assert doc["clock_start"] == "2026-01-05T09:00:00.000Z"
-    assert doc["users"] == ["maya", "rin", "theo"]
+    assert doc["users"] == ["kai", "maya", "rin", "theo"]
     chapters = [s["chapter"] for s in doc["steps"]]
     assert sorted(set(chapters), key=chapters.index) == CHAPTERS  # every chapter, in order
     assert [s["index"] for s in doc["steps"]] == list(range(1, len(doc["steps"]) + 1))
@@ -86,25 +102,57 @@ def test_json_document_shape(doc: dict[str, Any]) -> None:
         for key in ("title", "narration", "records", "retrieval", "diagnostics", "prompt_block"):
             assert key in step, (step["index"], key)
         assert step["title"] and step["narration"]
-        assert set(step["retrieval"]) == {"positives", "negatives", "project_overrides",
-                                          "diagnostics"}
+        assert set(step["retrieval"]) == {
+            "positives",
+            "negatives",
+            "project_overrides",
+            "diagnostics",
+        }
         assert step["diagnostics"] == [d["trace"] for d in step["retrieval"]["diagnostics"]]
+        # every chapter runs on version 1 but the last, which re-derives with version 2
+        assert step["derivation_version"] == ("2" if step is doc["steps"][-1] else "1")
         for rec in step["records"]:
             assert set(rec) == PREFERENCE_FIELDS
-            assert rec["derivation_version"] == "1"
+            assert rec["derivation_version"] == step["derivation_version"]
             assert step["injection"][rec["id"]]
         for action in step["actions"]:
             if action["kind"] == "event":  # the wire format of api.md
                 assert action["payload"]["event"] and action["payload"]["timestamp"]
-                assert action["payload"]["artifact_meta"]["signals"]
+                payload = action["payload"]
+                sides = [payload["chose"], payload["over"]] if "chose" in payload else [payload]
+                for side in sides:
+                    assert side["artifact_meta"]["signals"]
+
+
+def test_pairwise_chapter_shows_version_2_explaining_a_rider_away(doc: dict[str, Any]) -> None:
+    v1, v2 = _steps(doc, "pairwise")
+    assert (v1["derivation_version"], v2["derivation_version"]) == ("1", "2")
+    kinds = [a["payload"]["event"] for a in v1["actions"]]
+    assert kinds == ["explicit_tag_applied"] * 3 + ["pairwise_comparison"] * 3
+    for a in v1["actions"][3:]:  # the wire format of api.md's on_pairwise_comparison
+        assert a["payload"]["chose"]["artifact_meta"]["signals"]
+        assert a["payload"]["over"]["artifact_meta"]["signals"]
+    # version 1 blames both listed features: a phantom avoidance of the font
+    assert v1["facts"]["avoid"] == ["bold_sans", "neon_palette"]
+    assert v1["prompt_block"] == "[MEMORY CONTEXT]\nAvoid (medium):   neon_palette · bold_sans"
+    # version 2, on the same events, avoids only the palette
+    assert v2["actions"] == []
+    assert v2["facts"]["avoid"] == ["neon_palette"]
+    assert abs(v2["facts"]["bold_sans_estimate"]) < 0.1
+    assert v2["prompt_block"] == "[MEMORY CONTEXT]\nAvoid (high):     neon_palette"
+    assert f"{v2['facts']['bold_sans_estimate']:+.2f}" in v2["narration"]
 
 
 def test_fresh_user_has_nothing_injectable(doc: dict[str, Any]) -> None:
     (step,) = _steps(doc, "fresh")
     assert step["records"] == []
     assert step["prompt_block"] == ""
-    assert step["retrieval"] == {"positives": [], "negatives": [], "project_overrides": [],
-                                 "diagnostics": []}
+    assert step["retrieval"] == {
+        "positives": [],
+        "negatives": [],
+        "project_overrides": [],
+        "diagnostics": [],
+    }
 
 
 def test_confidence_ladder_climbs_to_injection(doc: dict[str, Any]) -> None:
@@ -190,8 +238,14 @@ def test_realistic_profile_through_full_retrieval(doc: dict[str, Any]) -> None:
     assert len(step["facts"]["preference_types"]) >= 5
     assert len(step["actions"]) >= 20
     kinds = {a["payload"]["event"] for a in step["actions"]}
-    assert kinds >= {"generation_accepted", "artifact_edited_and_saved", "explicit_tag_applied",
-                     "thumbs_rated", "generation_abandoned", "revert_after_edit"}
+    assert kinds >= {
+        "generation_accepted",
+        "artifact_edited_and_saved",
+        "explicit_tag_applied",
+        "thumbs_rated",
+        "generation_abandoned",
+        "revert_after_edit",
+    }
     types = [d["type"] for d in step["retrieval"]["diagnostics"]]
     assert "diversity_ceiling_applied" in types
     assert "category_ceiling_applied" in types
@@ -200,7 +254,10 @@ def test_realistic_profile_through_full_retrieval(doc: dict[str, Any]) -> None:
     block = step["prompt_block"].split("\n")
     assert block[0] == "[MEMORY CONTEXT]"
     assert [line[:18] for line in block[1:]] == [
-        "Prefer (high):    ", "Prefer (medium):  ", "Avoid (high):     ", "Avoid (medium):   "
+        "Prefer (high):    ",
+        "Prefer (medium):  ",
+        "Avoid (high):     ",
+        "Avoid (medium):   ",
     ]
     statuses = set(step["injection"].values())
     assert {"injected", "trimmed (polarity)", "trimmed (category)"} <= statuses
@@ -209,8 +266,11 @@ def test_realistic_profile_through_full_retrieval(doc: dict[str, Any]) -> None:
 def test_project_override_and_suppression(doc: dict[str, Any]) -> None:
     festival, other = _steps(doc, "project")
     assert festival["context"] == {"project_id": "neon-nights"}
-    supp = [d for d in festival["retrieval"]["diagnostics"]
-            if d["type"] == "project_override_suppression"]
+    supp = [
+        d
+        for d in festival["retrieval"]["diagnostics"]
+        if d["type"] == "project_override_suppression"
+    ]
     assert [d["trace"] for d in supp] == [SUPPRESSION_TRACE]
     assert supp[0]["suppressed_polarity"] == "negative"
     assert supp[0]["override_polarity"] == "positive"
@@ -219,12 +279,16 @@ def test_project_override_and_suppression(doc: dict[str, Any]) -> None:
     assert "neon_palette" in lines[1] and lines[1].startswith("Prefer (high):")
     assert all("neon_palette" not in line for line in lines if line.startswith("Avoid"))
     assert [r["pattern"] for r in festival["retrieval"]["project_overrides"]] == [
-        "neon_palette", "condensed_display"
+        "neon_palette",
+        "condensed_display",
     ]
     # another project gets the global memory unchanged
     assert other["context"] == {"project_id": "quarterly-report"}
-    assert other["facts"] == {"project_id": "quarterly-report", "neon_avoided": True,
-                              "suppressions": 0}
+    assert other["facts"] == {
+        "project_id": "quarterly-report",
+        "neon_avoided": True,
+        "suppressions": 0,
+    }
     assert "Project override" not in other["prompt_block"]
     assert "neon_palette" in other["prompt_block"].split("\n")[3]  # Avoid (high)
 
@@ -302,9 +366,15 @@ def test_human_output(scratch_tmp: Path) -> None:
     assert result.exit_code == 0, result.output
     out = result.stdout
     for n, title in enumerate(
-        ["A fresh user", "The confidence ladder", "A negative preference",
-         "The reversal ladder", "Decay and archive", "A realistic profile",
-         "A project override"],
+        [
+            "A fresh user",
+            "The confidence ladder",
+            "A negative preference",
+            "The reversal ladder",
+            "Decay and archive",
+            "A realistic profile",
+            "A project override",
+        ],
         start=1,
     ):
         assert f"Chapter {n} · {title}" in out

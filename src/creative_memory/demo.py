@@ -57,6 +57,9 @@ THEO: Final = "theo"
 RIN: Final = "rin"
 FESTIVAL: Final = "neon-nights"
 REPORT: Final = "quarterly-report"
+KAI: Final = "kai"
+#: The version the last chapter derives the same log with (the library's default).
+DEMO_PAIRWISE_VERSION: Final = "2"
 
 _CHAPTERS: Final[Mapping[str, str]] = {
     "fresh": "A fresh user",
@@ -66,6 +69,7 @@ _CHAPTERS: Final[Mapping[str, str]] = {
     "decay": "Decay and archive",
     "profile": "A realistic profile through the full retrieval",
     "project": "A project override",
+    "pairwise": "Pairwise choices and derivation version 2",
 }
 
 
@@ -110,6 +114,8 @@ class DemoStep:
     retrieval: RetrievalResult
     prompt_block: str
     facts: Mapping[str, Any] = field(default_factory=dict)
+    #: the derivation version the records of this step come from
+    derivation_version: str = DEMO_DERIVATION_VERSION
 
     @property
     def project_id(self) -> str | None:
@@ -137,6 +143,7 @@ class DemoStep:
             "diagnostics": [d.get("trace", "") for d in self.retrieval.diagnostics],
             "prompt_block": self.prompt_block,
             "facts": dict(self.facts),
+            "derivation_version": self.derivation_version,
         }
 
 
@@ -229,9 +236,7 @@ def _describe(rec: Preference) -> str:
     return text + (f" [{', '.join(extras)}]" if extras else "")
 
 
-def injection_status(
-    rec: Preference, retrieval: RetrievalResult, project_id: str | None
-) -> str:
+def injection_status(rec: Preference, retrieval: RetrievalResult, project_id: str | None) -> str:
     """Why ``rec`` is or is not in the prompt block, in the words of the pipeline stages."""
     if any(r.id == rec.id for r in (*retrieval.positives, *retrieval.negatives)):
         return "injected"
@@ -269,8 +274,10 @@ class _Walkthrough:
 
     def __init__(self, root: Path) -> None:
         self.clock = DemoClock(DEMO_START)
-        self.store = MemoryStore(
-            root, derivation_version=DEMO_DERIVATION_VERSION, clock=self.clock
+        self.store = MemoryStore(root, derivation_version=DEMO_DERIVATION_VERSION, clock=self.clock)
+        #: the same root derived with version 2 (switching versions never touches events)
+        self.store_v2 = MemoryStore(
+            root, derivation_version=DEMO_PAIRWISE_VERSION, clock=self.clock
         )
         self.steps: list[DemoStep] = []
         self._artifacts = 0
@@ -313,9 +320,8 @@ class _Walkthrough:
         touched = [r for r in handler(self.store, body) if r is not None]
         detail = {"explicit_tag_applied": f' "{tag_text}"', "thumbs_rated": f" {rating}"}
         where = f" in {project_id}" if project_id else ""
-        summary = (
-            f"{event}{detail.get(event, '')}{where}: "
-            + ", ".join(f"{t}/{p}" for t, p in signals)
+        summary = f"{event}{detail.get(event, '')}{where}: " + ", ".join(
+            f"{t}/{p}" for t, p in signals
         )
         outcome = "; ".join(_describe(r) for r in touched) or "nothing stored"
         return DemoAction(
@@ -327,15 +333,57 @@ class _Walkthrough:
             result=[r.to_dict() for r in touched],
         )
 
+    def compare(
+        self,
+        user_id: str,
+        timestamp: str,
+        chose: Sequence[tuple[str, str]],
+        over: Sequence[tuple[str, str]],
+    ) -> DemoAction:
+        """Send one ``pairwise_comparison`` event: the user picked ``chose`` over ``over``."""
+        at = self.clock.set(timestamp)
+        sides = []
+        for signals in (chose, over):
+            self._artifacts += 1
+            sides.append(
+                {
+                    "artifact_id": f"{user_id}-art-{self._artifacts:03d}",
+                    "artifact_meta": {
+                        "signals": [{"preference_type": t, "pattern": p} for t, p in signals]
+                    },
+                }
+            )
+        wire: dict[str, Any] = {
+            "event": "pairwise_comparison",
+            "user_id": user_id,
+            "session_id": f"{user_id}-{at[:10]}",
+            "project_id": None,
+            "timestamp": timestamp,
+            "chose": sides[0],
+            "over": sides[1],
+        }
+        adapter.on_pairwise_comparison(self.store, {k: v for k, v in wire.items() if k != "event"})
+
+        def names(signals: Sequence[tuple[str, str]]) -> str:
+            return ", ".join(f"{t}/{p}" for t, p in signals)
+
+        return DemoAction(
+            kind="event",
+            at=at,
+            summary=f"pairwise_comparison: chose {names(chose)} over {names(over)}",
+            outcome="one comparison event stored",
+            payload=wire,
+            result=[],
+        )
+
     def decay(self, user_id: str, now: str) -> tuple[DemoAction, int]:
         """One decay pass at ``now``; also returns how many events it appended."""
         at = self.clock.set(now)
         before = len(self.store.events(user_id))
         result = self.store.run_decay(user_id, now=now)
         written = len(self.store.events(user_id)) - before
-        outcome = (
-            f"decayed {result.decayed}, archived {result.archived}; "
-            + (f"{written} decay_pass event appended" if written else "no event written")
+        outcome = f"decayed {result.decayed}, archived {result.archived}; " + (
+            f"{written} decay_pass event appended" if written else "no event written"
         )
         action = DemoAction(
             kind="decay",
@@ -358,10 +406,13 @@ class _Walkthrough:
         *,
         context: Mapping[str, Any] | None = None,
         facts: Mapping[str, Any] | None = None,
+        store: MemoryStore | None = None,
     ) -> DemoStep:
-        """Snapshot ``user_id`` (records, retrieval, prompt block) into a new step."""
-        records = tuple(self.store.list_preferences(user_id))
-        retrieval = self.store.retrieve_for_injection(user_id, context)
+        """Snapshot ``user_id`` (records, retrieval, prompt block) into a new step, as
+        ``store`` (default: the version-1 store) derives it."""
+        store = store or self.store
+        records = tuple(store.list_preferences(user_id))
+        retrieval = store.retrieve_for_injection(user_id, context)
         pid = (context or {}).get("project_id")
         project_id = pid if isinstance(pid, str) else None
         block = build_prompt_block(retrieval, project_id)
@@ -379,6 +430,7 @@ class _Walkthrough:
             retrieval=retrieval,
             prompt_block=block,
             facts=dict(facts or {}),
+            derivation_version=store.derivation_version,
         )
         self.steps.append(step)
         return step
@@ -404,6 +456,7 @@ def run_demo(root: str | Path) -> list[DemoStep]:
     _chapter_decay(w)
     _chapter_profile(w)
     _chapter_project(w)
+    _chapter_pairwise(w)
     return w.steps
 
 
@@ -430,9 +483,7 @@ def _chapter_ladder(w: _Walkthrough) -> None:
     was_injectable = False
     for i, tag in enumerate(_LADDER_TAGS, start=1):
         ts = _days_after(DEMO_START, i - 1)
-        action = w.send(
-            "explicit_tag_applied", MAYA, ts, [AIRY], tag_text=tag
-        )
+        action = w.send("explicit_tag_applied", MAYA, ts, [AIRY], tag_text=tag)
         rec = _require(_find(w.records(MAYA), *AIRY, "positive"))
         injectable = w.injected(MAYA, rec)
         s, conf = _num(rec.signal_strength), rec.confidence
@@ -460,7 +511,7 @@ def _chapter_ladder(w: _Walkthrough) -> None:
             )
         w.step(
             "ladder",
-            f"Ladder {i}/4 — \"{tag}\" on airy_spacing",
+            f'Ladder {i}/4 — "{tag}" on airy_spacing',
             text,
             MAYA,
             [action],
@@ -492,7 +543,7 @@ def _chapter_negative(w: _Walkthrough) -> None:
     w.step(
         "negative",
         "Maya pushes back on a neon palette",
-        f"A thumbs-down (+0.05) and two \"too noisy\" tags (+0.15 each) build a negative "
+        f'A thumbs-down (+0.05) and two "too noisy" tags (+0.15 each) build a negative '
         f"record: neon_palette at {_num(rec.signal_strength)}, confidence {rec.confidence}. "
         f"Medium, yet still below {INJECTION_THRESHOLD:.2f}, so it is not injected: polarity "
         "comes from the tag map, strength from the signal weights, and both gates must pass.",
@@ -557,20 +608,17 @@ def _chapter_reversal(w: _Walkthrough) -> None:
             narration = (
                 'A month later Maya\'s taste shifts: she tags an airy layout "too minimal" '
                 "(negative). It contradicts a stable positive record, so instead of creating "
-                "a negative record it walks the original down the reversal ladder. "
-                + narration
+                "a negative record it walks the original down the reversal ladder. " + narration
             )
         narration += (
             f" airy_spacing (+): {_num(orig.signal_strength)} {orig.confidence}, "
             f"{orig.polarity_status}."
         )
         if shadow is not None:
-            narration += (
-                f" Shadow (−): {_num(shadow.signal_strength)} {shadow.confidence}."
-            )
+            narration += f" Shadow (−): {_num(shadow.signal_strength)} {shadow.confidence}."
         w.step(
             "reversal",
-            f"Reversal {i}/4 — \"too minimal\" on airy_spacing",
+            f'Reversal {i}/4 — "too minimal" on airy_spacing',
             narration,
             MAYA,
             [action],
@@ -582,9 +630,7 @@ def _chapter_reversal(w: _Walkthrough) -> None:
             },
         )
     for day, tag in (("2026-02-06", "too minimal"), ("2026-02-09", "wrong direction")):
-        action = w.send(
-            "explicit_tag_applied", MAYA, f"{day}T09:30:00Z", [AIRY], tag_text=tag
-        )
+        action = w.send("explicit_tag_applied", MAYA, f"{day}T09:30:00Z", [AIRY], tag_text=tag)
         recs = w.records(MAYA)
         orig = next(r for r in recs if r.id == original_id)
         shadow = _require(_find(recs, *AIRY, "negative"))
@@ -626,9 +672,7 @@ DUOTONE: Final = ("imagery", "duotone_photos")
 
 def _chapter_decay(w: _Walkthrough) -> None:
     actions = [
-        w.send(
-            "explicit_tag_applied", THEO, _days_after(DEMO_START, i), [DUOTONE], tag_text=tag
-        )
+        w.send("explicit_tag_applied", THEO, _days_after(DEMO_START, i), [DUOTONE], tag_text=tag)
         for i, tag in enumerate(_LADDER_TAGS)
     ]
     rec = _require(_find(w.records(THEO), *DUOTONE))
@@ -729,8 +773,12 @@ _PROFILE: Final[tuple[_Row, ...]] = (
     ("2026-02-02T10:00:00Z", "generation_accepted", "", "airy serif earth"),
     ("2026-02-02T11:30:00Z", "explicit_tag_applied", "too noisy", "neon carousels"),
     ("2026-02-03T09:15:00Z", "explicit_tag_applied", "keep this style", "airy serif"),
-    ("2026-02-03T14:00:00Z", "artifact_edited_and_saved",
-     "Unleash Your Brand!!! => Your brand, clearly", "plain fades"),
+    (
+        "2026-02-03T14:00:00Z",
+        "artifact_edited_and_saved",
+        "Unleash Your Brand!!! => Your brand, clearly",
+        "plain fades",
+    ),
     ("2026-02-04T10:00:00Z", "explicit_tag_applied", "too heavy", "gradients black"),
     ("2026-02-04T16:20:00Z", "thumbs_rated", "down", "neon gradients"),
     ("2026-02-05T09:40:00Z", "explicit_tag_applied", "not this", "handshakes allcaps"),
@@ -739,8 +787,12 @@ _PROFILE: Final[tuple[_Row, ...]] = (
     ("2026-02-09T15:00:00Z", "revert_after_edit", "", "fades"),
     ("2026-02-10T10:30:00Z", "explicit_tag_applied", "too noisy", "neon rainbow carousels"),
     ("2026-02-10T12:00:00Z", "explicit_tag_applied", "love this", "candid rounded earth"),
-    ("2026-02-11T09:00:00Z", "artifact_edited_and_saved",
-     "Get Started Now! => Start a project", "plain fades"),
+    (
+        "2026-02-11T09:00:00Z",
+        "artifact_edited_and_saved",
+        "Get Started Now! => Start a project",
+        "plain fades",
+    ),
     ("2026-02-11T17:45:00Z", "generation_abandoned", "", "carousels crowded"),
     ("2026-02-12T10:00:00Z", "explicit_tag_applied", "wrong direction", "exclaim allcaps"),
     ("2026-02-13T09:30:00Z", "explicit_tag_applied", "too heavy", "gradients black"),
@@ -750,8 +802,12 @@ _PROFILE: Final[tuple[_Row, ...]] = (
     ("2026-02-18T10:00:00Z", "thumbs_rated", "up", "candid plain"),
     ("2026-02-18T16:00:00Z", "revert_after_edit", "", "fades"),
     ("2026-02-19T09:20:00Z", "explicit_tag_applied", "too noisy", "neon rainbow carousels"),
-    ("2026-02-20T10:00:00Z", "artifact_edited_and_saved",
-     "OUR SERVICES => What we do", "serif plain"),
+    (
+        "2026-02-20T10:00:00Z",
+        "artifact_edited_and_saved",
+        "OUR SERVICES => What we do",
+        "serif plain",
+    ),
     ("2026-02-23T10:00:00Z", "explicit_tag_applied", "wrong direction", "exclaim allcaps"),
     ("2026-02-23T11:00:00Z", "explicit_tag_applied", "love this", "rounded airy candid"),
     ("2026-02-24T09:00:00Z", "explicit_tag_applied", "too noisy", "neon rainbow"),
@@ -764,8 +820,12 @@ _PROFILE: Final[tuple[_Row, ...]] = (
     ("2026-02-27T11:00:00Z", "thumbs_rated", "down", "gradients rainbow"),
     ("2026-02-27T14:00:00Z", "explicit_tag_applied", "too heavy", "gradients black"),
     ("2026-02-27T15:00:00Z", "explicit_tag_applied", "wrong direction", "exclaim"),
-    ("2026-02-27T16:00:00Z", "artifact_edited_and_saved",
-     "Don't miss out! => Questions? Write to us.", "plain"),
+    (
+        "2026-02-27T16:00:00Z",
+        "artifact_edited_and_saved",
+        "Don't miss out! => Questions? Write to us.",
+        "plain",
+    ),
     ("2026-02-27T16:30:00Z", "explicit_tag_applied", "love this", "earth"),
 )
 
@@ -911,9 +971,17 @@ def _chapter_project(w: _Walkthrough) -> None:
         facts={
             "project_id": FESTIVAL,
             "suppressed": [
-                {k: d[k] for k in ("suppressed_pattern", "suppressed_polarity",
-                                   "suppressed_strength", "override_polarity",
-                                   "override_strength", "trace")}
+                {
+                    k: d[k]
+                    for k in (
+                        "suppressed_pattern",
+                        "suppressed_polarity",
+                        "suppressed_strength",
+                        "override_polarity",
+                        "override_strength",
+                        "trace",
+                    )
+                }
                 for d in supp
             ],
             "project_overrides": [x.pattern for x in probe.project_overrides],
@@ -936,6 +1004,63 @@ def _chapter_project(w: _Walkthrough) -> None:
             "suppressions": sum(
                 1 for d in r.diagnostics if d.get("type") == "project_override_suppression"
             ),
+        },
+    )
+
+
+# -- chapter 8 -------------------------------------------------------------------------------
+CALM: Final = ("color", "calm_pastels")
+BOLD: Final = ("typography", "bold_sans")
+
+
+def _chapter_pairwise(w: _Walkthrough) -> None:
+    neon = _FEATURES["neon"]
+    actions = [
+        w.send(
+            "explicit_tag_applied",
+            KAI,
+            f"2026-03-10T{9 + i:02d}:00:00Z",
+            [neon, BOLD],
+            tag_text="not this",
+        )
+        for i in range(3)
+    ]
+    actions += [
+        w.compare(KAI, f"2026-03-10T{13 + i:02d}:00:00Z", [CALM, BOLD], [neon, BOLD])
+        for i in range(3)
+    ]
+    v1 = {r.pattern for r in w.store.retrieve_for_injection(KAI).negatives}
+    w.step(
+        "pairwise",
+        "Kai rejects neon; the extractor also lists the bold headline font",
+        "The host's extractor lists the two most salient features of each artifact, so every "
+        "'not this' tag Kai gives a neon poster also lands on its bold_sans headlines. Then, "
+        "shown two variants that differ only in palette, Kai picks calm pastels over neon "
+        "three times. Version 1 — the prototype, run so far — has no use for comparisons "
+        "and can only blame whatever was listed: bold_sans becomes an Avoid item too, a "
+        "phantom avoidance that will steer generations away from a font Kai never minded.",
+        KAI,
+        actions,
+        facts={"avoid": sorted(v1)},
+    )
+    ev = w.store_v2.explain(KAI, *BOLD).evidence or [{}]
+    bold = ev[0]
+    v2 = {r.pattern for r in w.store_v2.retrieve_for_injection(KAI).negatives}
+    w.step(
+        "pairwise",
+        "The same log, derived with version 2 (the library's default)",
+        "Opening the same storage root with derivation version 2 re-derives the memory "
+        "without touching an event. Version 2 fits all of Kai's evidence jointly: each tag "
+        "is one statement about both listed features, each comparison a contrast in which "
+        "the shared bold_sans cancels. Neon explains the tags and the choices; bold_sans "
+        f"keeps an estimate of {bold.get('estimate', 0.0):+.2f} ± {bold.get('sd', 0.0):.2f} "
+        "— explained away, not avoided. Only neon_palette is injected.",
+        KAI,
+        store=w.store_v2,
+        facts={
+            "avoid": sorted(v2),
+            "bold_sans_estimate": round(float(bold.get("estimate", 0.0)), 3),
+            "bold_sans_sd": round(float(bold.get("sd", 0.0)), 3),
         },
     )
 
@@ -1026,8 +1151,10 @@ def render_human(steps: Sequence[DemoStep], console: Console) -> None:
         Text.assemble(
             ("creative-memory demo", "bold"),
             f" — a walkthrough on a scratch file store (derivation v{DEMO_DERIVATION_VERSION}, "
-            f"fixed clock from {DEMO_START}). Each step shows what the host sent, the "
-            "user's derived records, the retrieval diagnostics and the prompt block.",
+            f"the prototype's rules, step by step; the last chapter re-derives with "
+            f"v{DEMO_PAIRWISE_VERSION}, the library's default; fixed clock from {DEMO_START}). "
+            "Each step shows what the host sent, the user's derived records, the retrieval "
+            "diagnostics and the prompt block.",
         )
     )
     chapter = ""
@@ -1040,6 +1167,8 @@ def render_human(steps: Sequence[DemoStep], console: Console) -> None:
             console.rule(Text(f"Chapter {chapter_no} · {step.chapter_title}", style="bold cyan"))
         console.print()
         ctx = f" · retrieval for project {step.project_id}" if step.project_id else ""
+        if step.derivation_version != DEMO_DERIVATION_VERSION:
+            ctx += f" · derivation v{step.derivation_version}"
         console.print(Text(f"Step {step.index} · {step.title}", style="bold"))
         console.print(
             Text(f"{step.user_id} · {step.at[:16].replace('T', ' ')} UTC{ctx}", style="dim")
@@ -1104,6 +1233,7 @@ def render_text(steps: Sequence[DemoStep], width: int = TEXT_WIDTH) -> str:
 
 __all__ = [
     "DEMO_DERIVATION_VERSION",
+    "DEMO_PAIRWISE_VERSION",
     "DEMO_START",
     "EMPTY_BLOCK",
     "DemoAction",
@@ -1116,4 +1246,3 @@ __all__ = [
     "render_text",
     "run_demo",
 ]
-
