@@ -57,6 +57,7 @@ contribution to the estimate (the contributions add up to the estimate).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Iterable, Mapping
@@ -170,6 +171,7 @@ def _is_reinforcing(kind: str) -> bool:
     return bool(V2_TABLE["kinds"][kind]["reinforcing"])
 
 
+@functools.lru_cache(maxsize=4096)
 def _content_id(bucket: str | None, key: FeatureKey, polarity: str) -> str:
     seed = f"v2\0{bucket or ''}\0{key[0]}\0{key[1]}\0{polarity}"
     n = int.from_bytes(hashlib.sha256(seed.encode()).digest()[:8], "big")
@@ -192,9 +194,13 @@ class _Feature:
     events: int = 0
     last_ms: int = 0
     last_seen: str = ""
-    decay_at: str = ""
+    decay_at_ms: int = 0  # kept as epoch ms; formatted only when shown or stored
     decay_steps: int = 0
     archived: bool = False
+
+    @property
+    def decay_at(self) -> str:
+        return format_ts(self.decay_at_ms) if self.last_seen else ""
 
     def dump(self) -> dict[str, Any]:
         return {
@@ -220,7 +226,7 @@ class _Feature:
             events=int(d["events"]),
             last_ms=int(d["last_ms"]),
             last_seen=str(d["last_seen"]),
-            decay_at=str(d["decay_at"]),
+            decay_at_ms=ts_to_ms(str(d["decay_at"])) if d["decay_at"] else 0,
             decay_steps=int(d["decay_steps"]),
             archived=bool(d["archived"]),
         )
@@ -528,7 +534,7 @@ class DerivedStateV2(DerivedState):
         if ms >= f.last_ms or not f.last_seen:
             f.last_ms = ms
             f.last_seen = at
-        f.decay_at = format_ts(f.last_ms + int(V2_TABLE["decay_days"]) * MS_PER_DAY)
+        f.decay_at_ms = f.last_ms + int(V2_TABLE["decay_days"]) * MS_PER_DAY
         f.decay_steps = 0
         f.archived = False
 
@@ -649,7 +655,7 @@ class DerivedStateV2(DerivedState):
     def _decay(self, now_ms: int, *, apply: bool) -> DecayResult:
         decayed = archived = 0
         archive_ms = int(V2_TABLE["archive_days"]) * MS_PER_DAY
-        new_decay_at = format_ts(now_ms + int(V2_TABLE["decay_days"]) * MS_PER_DAY)
+        new_decay_at = now_ms + int(V2_TABLE["decay_days"]) * MS_PER_DAY
         for model in self._models.values():
             for f in model.features.values():
                 if f.archived:
@@ -659,11 +665,11 @@ class DerivedStateV2(DerivedState):
                     if apply:
                         f.archived = True
                     continue
-                if now_ms - ts_to_ms(f.decay_at) >= 0:
+                if now_ms - f.decay_at_ms >= 0:
                     decayed += 1
                     if apply:
                         f.decay_steps += 1
-                        f.decay_at = new_decay_at
+                        f.decay_at_ms = new_decay_at
         if apply and (decayed or archived):
             self._stale = True
         return DecayResult(decayed=decayed, archived=archived)
