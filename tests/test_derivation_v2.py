@@ -514,6 +514,35 @@ def _meta(*feats: F) -> dict[str, Any]:
     return {"signals": [{"preference_type": t, "pattern": p} for t, p in feats]}
 
 
+def test_a_batch_is_fitted_once_and_reports_records_as_of_the_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Version 2 fits jointly: ingesting a batch costs one fit, and each returned record is
+    the feature's record after the whole batch (version 1 reports each after its event)."""
+    fits = 0
+    solve = _v2._Model.solve
+
+    def counting(self: Any) -> Any:
+        nonlocal fits
+        fits += self.fit is None
+        return solve(self)
+
+    monkeypatch.setattr(_v2._Model, "solve", counting)
+    store = MemoryStore(tmp_path, derivation_version="2")
+    batch = [
+        {"signal_type": "explicit_tag", "pattern": p, "preference_type": "color",
+         "polarity": pol, "scope": "global", "timestamp": f"2025-03-01T10:{i:02d}:00Z"}
+        for i, (p, pol) in enumerate([("calm", "positive"), ("neon", "negative")] * 10)
+    ]  # fmt: skip
+    out = store.ingest_signals("u", batch)
+    assert fits == 1
+    assert len(out) == 20 and all(r is not None for r in out)
+    final = {r.pattern: r for r in store.list_preferences("u")}
+    for sent, rec in zip(batch, out, strict=True):
+        assert rec is not None and rec == final[sent["pattern"]]
+    assert final["calm"].polarity == "positive" and final["neon"].polarity == "negative"
+
+
 def test_end_to_end_through_the_store_and_adapter(tmp_path: Path) -> None:
     clock = parse_ts(T)
     store = MemoryStore(tmp_path / "mem", derivation_version="2", clock=lambda: clock)

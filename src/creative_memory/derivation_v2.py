@@ -443,6 +443,8 @@ class _Model:
 class DerivedStateV2(DerivedState):
     """Version 2 state: per-bucket models; records are materialised lazily from the fit."""
 
+    records_per_event = False
+
     def __init__(self, version: str) -> None:
         super().__init__(version)
         self._models: dict[str | None, _Model] = {}

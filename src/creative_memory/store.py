@@ -180,13 +180,19 @@ class MemoryStore:
             touched: dict[int, Preference | Refinement | None] = {}
             wanted = set(want_seqs)
             state = memo.state
+            later: list[tuple[int, Preference]] = []  # exported after the batch
             for ev in snap.events:
                 rec = state.apply(ev)
                 memo.head = ev.h
                 if ev.seq in wanted:
-                    touched[ev.seq] = (
-                        state.export_record(rec) if isinstance(rec, Preference) else rec
-                    )
+                    if isinstance(rec, Preference) and not state.records_per_event:
+                        later.append((ev.seq, rec))
+                    else:
+                        touched[ev.seq] = (
+                            state.export_record(rec) if isinstance(rec, Preference) else rec
+                        )
+            for seq, rec in later:
+                touched[seq] = state.export_record(rec)
             memo.end = snap.end
             state.materialize()
             if write_back and memo.head and memo.head != memo.written:
