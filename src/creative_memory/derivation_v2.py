@@ -65,8 +65,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
-import numpy as np
-
 from .constants import DECAY_DAYS
 from .derivation import (
     DerivedState,
@@ -318,6 +316,8 @@ class _Model:
         fit depends on the set of observations only."""
         if self.fit is not None:
             return self.fit
+        import numpy as np  # imported on the first fit: commands that never fit start faster
+
         table = V2_TABLE
         feats = sorted(
             (k, f.col) for k, f in self.features.items()
@@ -344,7 +344,10 @@ class _Model:
         unary_b = np.zeros(n)
         reinf_b = np.zeros(n)
         for kind, vec in self.xy.items():
-            (reinf_b if _is_reinforcing(kind) else unary_b)[:] += self._extend(vec, pos, ext)
+            if _is_reinforcing(kind):
+                reinf_b += self._extend(vec, pos, ext)
+            else:
+                unary_b += self._extend(vec, pos, ext)
         b_all = unary_b + reinf_b
         lam1 = float(table["slab_prior"])
         lam0 = float(table["spike_prior"])
@@ -399,6 +402,8 @@ class _Model:
     @staticmethod
     def _extend(vec: Mapping[int, int], pos: Mapping[int, int], ext: Any) -> Any:
         """``E b``: a kind's ``Σ w·y·x`` over the columns, with the type levels appended."""
+        import numpy as np
+
         b0 = np.zeros(ext.shape[1])
         for c, v in vec.items():
             b0[pos[c]] += float(v)
