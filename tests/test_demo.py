@@ -22,27 +22,11 @@ from creative_memory.cli import main
 from creative_memory.demo import EMPTY_BLOCK, DemoStep, demo_document, render_text, run_demo
 
 PREFERENCE_FIELDS = {
-    "id",
-    "preference_type",
-    "pattern",
-    "polarity",
-    "signal_strength",
-    "confidence",
-    "sources",
-    "accept_count",
-    "reject_count",
-    "explicit_tags",
-    "last_seen",
-    "decay_at",
-    "scope",
-    "reversal_signals",
-    "reversal_first_seen",
-    "polarity_status",
-    "shadow_of",
-    "derivation_version",
-    "source_event_count",
-    "last_derived_event_seq",
-}
+    "id", "preference_type", "pattern", "polarity", "signal_strength", "confidence",
+    "sources", "accept_count", "reject_count", "explicit_tags", "last_seen", "decay_at",
+    "scope", "reversal_signals", "reversal_first_seen", "polarity_status", "shadow_of",
+    "derivation_version", "source_event_count", "last_derived_event_seq",
+}  # fmt: skip
 CHAPTERS = ["fresh", "ladder", "negative", "reversal", "decay", "profile", "project", "pairwise"]
 SUPPRESSION_TRACE = (
     "neon-nights override color/neon_palette active — global color/neon_palette "

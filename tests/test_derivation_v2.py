@@ -334,22 +334,19 @@ def _shortfall_log(cramped_rejections: int) -> Log:
     is absent whenever another layout is listed), artifacts that list no layout are accepted
     3 times in 4; "cramped" is rejected every time."""
     log = Log()
-    for i in range(60):
-        rej = i % 4 != 0
-        log.signal(
-            "thumbs_down" if rej else "repeated_acceptance",
-            "negative" if rej else "positive",
-            [("layout", f"l{i % 5}"), ("mood", f"m{i % 4}")],
-            artifact=f"x{i}",
-        )
-    for i in range(60):
-        acc = i % 4 != 0
-        log.signal(
-            "repeated_acceptance" if acc else "thumbs_down",
-            "positive" if acc else "negative",
-            [("mood", f"m{i % 4}"), ("color", f"c{i % 3}")],
-            artifact=f"y{i}",
-        )
+    # (artifact prefix, listed features of the i-th artifact, accepted 1 time in 4?)
+    for prefix, listed, rarely_accepted in (
+        ("x", lambda i: [("layout", f"l{i % 5}"), ("mood", f"m{i % 4}")], True),
+        ("y", lambda i: [("mood", f"m{i % 4}"), ("color", f"c{i % 3}")], False),
+    ):
+        for i in range(60):
+            accepted = (i % 4 == 0) == rarely_accepted
+            log.signal(
+                "repeated_acceptance" if accepted else "thumbs_down",
+                "positive" if accepted else "negative",
+                listed(i),
+                artifact=f"{prefix}{i}",
+            )
     for i in range(cramped_rejections):
         log.signal(
             "thumbs_down",
