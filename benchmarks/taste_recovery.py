@@ -347,14 +347,19 @@ def aggregate(arm: str, n: int, scores: list[Score]) -> Row:
     )
 
 
-def run(cfg: SimConfig, seeds: Sequence[int], arms: Sequence[str] = ARMS) -> list[Row]:
+def run(
+    cfg: SimConfig,
+    seeds: Sequence[int],
+    arms: Sequence[str] = ARMS,
+    checkpoints: Sequence[int] = CHECKPOINTS,
+) -> list[Row]:
     rows: list[Row] = []
     for arm in arms:
-        per: dict[int, list[Score]] = {n: [] for n in CHECKPOINTS}
+        per: dict[int, list[Score]] = {n: [] for n in checkpoints}
         for seed in seeds:
-            for n, s in run_arm(seed, arm, cfg, CHECKPOINTS).items():
+            for n, s in run_arm(seed, arm, cfg, checkpoints).items():
                 per[n].append(s)
-        for n in CHECKPOINTS:
+        for n in checkpoints:
             row = aggregate(arm, n, per[n])
             row.extra["avoid_f1_per_seed"] = [s.avoid_f1 for s in per[n]]
             row.extra["prefer_f1_per_seed"] = [s.prefer_f1 for s in per[n]]
@@ -436,6 +441,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--mode", choices=("open", "closed", "both"), default="both")
     ap.add_argument("--json", type=Path, help="write all rows as JSON here")
     ap.add_argument(
+        "--checkpoints",
+        default=",".join(map(str, CHECKPOINTS)),
+        help="interaction counts to score at, comma-separated (must include 50 and 200; "
+        "e.g. 25,50,75,100,125,150,175,200 for the precision/recall curve)",
+    )
+    ap.add_argument(
         "--set",
         action="append",
         default=[],
@@ -447,6 +458,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for kv in args.set:
         k, _, v = kv.partition("=")
         overrides[k] = type(getattr(SimConfig(), k))(v)
+    checkpoints = sorted({int(x) for x in args.checkpoints.split(",") if x.strip()})
+    if not {50, 200} <= set(checkpoints) or checkpoints[0] < 1:
+        ap.error("--checkpoints must be positive and include 50 and 200 (the targets)")
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     modes = ("open", "closed") if args.mode == "both" else (args.mode,)
     report: dict[str, Any] = {}
@@ -454,7 +468,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for mode in modes:
         cfg = SimConfig(**{**overrides, "closed_loop": mode == "closed"})
         t0 = time.perf_counter()
-        rows = run(cfg, seeds)
+        rows = run(cfg, seeds, checkpoints=checkpoints)
         dt = time.perf_counter() - t0
         print(table(rows, f"== {mode} loop, {len(seeds)} seeds, {dt:.1f} s =="))
         for name, passed, detail in targets(rows):
