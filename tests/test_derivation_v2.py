@@ -385,6 +385,44 @@ def test_what_a_types_patterns_share_goes_to_the_type_level(
     assert flat["c0"].polarity == "positive" and flat["c0"].signal_strength >= 0.4
 
 
+def test_each_noise_class_is_weighted_by_its_own_residual_variance() -> None:
+    """Verdicts that always agree with the features, comparisons that are coin flips: the
+    comparisons' residual variance is larger, so they weigh less in the final fit."""
+    log = Log()
+    rng = random.Random(3)
+    for i in range(40):
+        liked = i % 2 == 0
+        log.signal(
+            "repeated_acceptance" if liked else "thumbs_down",
+            "positive" if liked else "negative",
+            [CALM if liked else NEON, AIRY if liked else DENSE],
+            artifact=f"v{i}",
+        )
+    for _ in range(40):
+        a, b = rng.sample([SERIF, SANS], 2)
+        log.compare([a], [b])
+    st = log.state()
+    ev = st.evidence_for(by_pattern(st)["calm"])
+    assert set(ev["noise"]) == {"verdict", "comparison"}
+    assert ev["noise"]["comparison"] > 2 * ev["noise"]["verdict"]
+    for cls, noise in ev["noise"].items():
+        assert ev["class_weights"][cls] == pytest.approx(1 / noise)
+    # the per-kind contributions carry the class weights and still add up to the estimate
+    assert sum(k["contribution"] for k in ev["kinds"].values()) == pytest.approx(ev["estimate"])
+
+
+def test_a_state_from_before_per_class_statistics_is_rejected_not_misread() -> None:
+    log = Log()
+    log.signal("explicit_tag", "negative", [NEON], artifact="t", tag_text="too noisy")
+    st = log.state()
+    dumped = st._models[None].dump()
+    assert set(dumped["xx"]) == {"statement"}
+    old = {**dumped, "xx": [[i, j, v] for i, j, v in dumped["xx"]["statement"]], "yy": 6}
+    with pytest.raises(ValueError, match="per-class"):
+        _v2._Model.load(old)
+    assert _v2._Model.load(dumped).dump() == dumped
+
+
 def test_a_type_with_one_seen_pattern_has_no_level() -> None:
     log = Log()
     for i in range(6):

@@ -83,39 +83,42 @@ FeatureKey = tuple[str, str]  # (preference_type, pattern)
 #: The version-2 weighting policy (design.md §1: "weighting policy is data inside the
 #: version"). ``weight``: row precision in integer evidence units. ``outcome``: the row is a
 #: verdict on a whole artifact (gets the intercept); else it is a statement about the listed
-#: features. ``reinforcing``: releases the provisional cap. Tuned on
+#: features. ``reinforcing``: releases the provisional cap. ``noise``: the class whose
+#: residual variance weights the kind's rows in the final fit. Tuned on
 #: ``benchmarks/taste_recovery.py`` (docs/quality.md).
 V2_TABLE: Final[Mapping[str, Any]] = MappingProxyType(
     {
         "kinds": MappingProxyType(
             {
                 "pairwise_comparison": MappingProxyType(
-                    {"weight": 4, "outcome": False, "reinforcing": True}
+                    {"weight": 4, "outcome": False, "reinforcing": True, "noise": "comparison"}
                 ),
                 "explicit_tag": MappingProxyType(
-                    {"weight": 6, "outcome": False, "reinforcing": True}
+                    {"weight": 6, "outcome": False, "reinforcing": True, "noise": "statement"}
                 ),
                 "revert_after_edit": MappingProxyType(
-                    {"weight": 5, "outcome": False, "reinforcing": True}
+                    {"weight": 5, "outcome": False, "reinforcing": True, "noise": "statement"}
                 ),
                 "manual_refinement": MappingProxyType(
-                    {"weight": 4, "outcome": True, "reinforcing": True}
+                    {"weight": 4, "outcome": True, "reinforcing": True, "noise": "verdict"}
                 ),
                 "legacy_record": MappingProxyType(
-                    {"weight": 2, "outcome": False, "reinforcing": False}
+                    {"weight": 2, "outcome": False, "reinforcing": False, "noise": "statement"}
                 ),
                 "repeated_acceptance": MappingProxyType(
-                    {"weight": 3, "outcome": True, "reinforcing": False}
+                    {"weight": 3, "outcome": True, "reinforcing": False, "noise": "verdict"}
                 ),
-                "thumbs_up": MappingProxyType({"weight": 2, "outcome": True, "reinforcing": False}),
+                "thumbs_up": MappingProxyType(
+                    {"weight": 2, "outcome": True, "reinforcing": False, "noise": "verdict"}
+                ),
                 "thumbs_down": MappingProxyType(
-                    {"weight": 2, "outcome": True, "reinforcing": False}
+                    {"weight": 2, "outcome": True, "reinforcing": False, "noise": "verdict"}
                 ),
                 "single_rejection": MappingProxyType(
-                    {"weight": 2, "outcome": True, "reinforcing": False}
+                    {"weight": 2, "outcome": True, "reinforcing": False, "noise": "verdict"}
                 ),
                 "abandoned_generation": MappingProxyType(
-                    {"weight": 1, "outcome": True, "reinforcing": False}
+                    {"weight": 1, "outcome": True, "reinforcing": False, "noise": "verdict"}
                 ),
             }
         ),
@@ -167,6 +170,10 @@ def _is_outcome(kind: str) -> bool:
 
 def _is_reinforcing(kind: str) -> bool:
     return bool(V2_TABLE["kinds"][kind]["reinforcing"])
+
+
+def _noise_class(kind: str) -> str:
+    return str(V2_TABLE["kinds"][kind]["noise"])
 
 
 @functools.lru_cache(maxsize=4096)
@@ -245,6 +252,8 @@ class _Fit:
     level: dict[str, float]  # estimated type levels
     slab: dict[int, float]  # posterior slab probability of each feature
     precision: dict[int, float]  # each column's final prior precision
+    noise: dict[str, float]  # residual variance per unit of weight, by noise class
+    omega: dict[str, float]  # the weight of each class in the final fit (1 / noise)
 
 
 class _Model:
@@ -253,11 +262,16 @@ class _Model:
     def __init__(self) -> None:
         self.features: dict[FeatureKey, _Feature] = {}
         self.keys: list[FeatureKey | None] = [None]  # column → feature (0 = intercept)
-        self.xx: dict[tuple[int, int], int] = {}  # (i ≤ j) → Σ w·x_i·x_j
+        # per noise class (the kinds' "noise" in the table): the class's rows
+        self.xx: dict[str, dict[tuple[int, int], int]] = {}  # (i ≤ j) → Σ w·x_i·x_j
+        self.yy: dict[str, int] = {}  # Σ w·y²
+        self.nrows: dict[str, int] = {}
         self.xy: dict[str, dict[int, int]] = {}  # kind → column → Σ w·y·x
-        self.yy = 0  # Σ w·y² over rows
-        self.rows = 0
         self.fit: _Fit | None = None
+
+    @property
+    def rows(self) -> int:
+        return sum(self.nrows.values())
 
     def feature(self, key: FeatureKey) -> _Feature:
         f = self.features.get(key)
@@ -275,10 +289,11 @@ class _Model:
         d2 = denom * denom
         if w % d2:
             raise ValueError(f"weight of {kind} must be a multiple of {d2}")
-        xx = self.xx
+        noise = _noise_class(kind)
+        xx = self.xx.setdefault(noise, {})
         xy = self.xy.setdefault(kind, {})
-        self.yy += w
-        self.rows += 1
+        self.yy[noise] = self.yy.get(noise, 0) + w
+        self.nrows[noise] = self.nrows.get(noise, 0) + 1
         for a, (i, xi) in enumerate(cols):
             xy[i] = xy.get(i, 0) + w * y * xi // denom
             for j, xj in cols[a:]:
@@ -289,7 +304,7 @@ class _Model:
     def extend_row(self, kind: str, row: list[tuple[int, int]], col: int, y: int) -> None:
         """Add column ``col`` (x = 1) to the open row ``row`` (which already counted)."""
         w = _kind_weight(kind)
-        xx = self.xx
+        xx = self.xx.setdefault(_noise_class(kind), {})
         xy = self.xy.setdefault(kind, {})
         xy[col] = xy.get(col, 0) + w * y
         for i, xi in row:
@@ -312,7 +327,12 @@ class _Model:
         feature's estimate is its deviation from that level. The feature prior is a
         spike-and-slab mixture (most patterns of a type are neutral, a few carry taste),
         fitted by a fixed number of EM steps that set each feature's ridge precision from its
-        posterior slab probability. The statistics are integers (exact in float64), so the
+        posterior slab probability.
+
+        Rows of different noise classes (verdicts, comparisons, statements) are not equally
+        noisy per unit of weight, so the fit runs twice: the first pass estimates each
+        class's residual variance, the second weights each class by its inverse (feasible
+        generalised least squares). The statistics are integers (exact in float64), so the
         fit depends on the set of observations only."""
         if self.fit is not None:
             return self.fit
@@ -337,18 +357,78 @@ class _Model:
         for p, (k, _) in enumerate(feats, start=1):
             if k[0] in tpos:
                 ext[n0 + tpos[k[0]], p] = 1.0
-        a0 = np.zeros((n0, n0))
-        for (i, j), v in self.xx.items():
-            a0[pos[i], pos[j]] = a0[pos[j], pos[i]] = float(v)
-        gram = ext @ a0 @ ext.T
+        classes = sorted(self.nrows)
+        gram_c: dict[str, Any] = {}
+        for c in classes:
+            a0 = np.zeros((n0, n0))
+            for (i, j), v in self.xx.get(c, {}).items():
+                a0[pos[i], pos[j]] = a0[pos[j], pos[i]] = float(v)
+            gram_c[c] = ext @ a0 @ ext.T
+        b_kind = {kind: self._extend(vec, pos, ext) for kind, vec in self.xy.items()}
+        b_c = {c: np.zeros(n) for c in classes}
+        for kind, vb in b_kind.items():
+            b_c[_noise_class(kind)] += vb
+        nu0 = float(table["sigma_prior_rows"])
+        s0 = float(table["sigma_prior"])
+        # pass 1: every class at its table weight; its residuals give each class's variance
+        ones = dict.fromkeys(classes, 1.0)
+        first = self._emvs(gram_c, b_c, ones, n0, n)
+        beta1 = first[0]
+        noise: dict[str, float] = {}
+        for c in classes:
+            rss = float(self.yy[c]) - 2.0 * float(beta1 @ b_c[c]) + float(beta1 @ gram_c[c] @ beta1)
+            noise[c] = (max(rss, 0.0) + nu0 * s0) / (self.nrows[c] + nu0)
+        # pass 2: each class weighted by the inverse of its residual variance
+        omega = {c: 1.0 / noise[c] for c in classes}
+        beta_v, inverse, sigma2, slab, prior = self._emvs(gram_c, b_c, omega, n0, n)
         unary_b = np.zeros(n)
         reinf_b = np.zeros(n)
-        for kind, vec in self.xy.items():
+        for kind, vb in b_kind.items():
             if _is_reinforcing(kind):
-                reinf_b += self._extend(vec, pos, ext)
+                reinf_b += omega[_noise_class(kind)] * vb
             else:
-                unary_b += self._extend(vec, pos, ext)
-        b_all = unary_b + reinf_b
+                unary_b += omega[_noise_class(kind)] * vb
+        bu = inverse @ unary_b
+        br = inverse @ reinf_b
+        var = sigma2 * np.diag(inverse)
+        self.fit = _Fit(
+            sigma2=sigma2,
+            order=order,
+            pos=pos,
+            ext=ext,
+            types=types,
+            inverse=inverse,
+            beta={c: float(beta_v[pos[c]]) for c in order},
+            var={c: float(var[pos[c]]) for c in order},
+            unary={c: float(bu[pos[c]]) for c in order},
+            reinforcing={c: float(br[pos[c]]) for c in order},
+            level={t: float(beta_v[n0 + i]) for i, t in enumerate(types)},
+            slab={c: float(slab[pos[c]]) for c in order},
+            precision={c: float(prior[pos[c]]) for c in order},
+            noise=noise,
+            omega=omega,
+        )
+        return self.fit
+
+    def _emvs(
+        self,
+        gram_c: Mapping[str, Any],
+        b_c: Mapping[str, Any],
+        omega: Mapping[str, float],
+        n0: int,
+        n: int,
+    ) -> tuple[Any, Any, float, Any, Any]:
+        """The spike-and-slab MAP fit with the classes weighted by ``omega``: a fixed number
+        of ridge fits, each setting every feature's precision from its posterior slab
+        probability at the previous estimate. Returns (β, (A + Λ)⁻¹, σ², slab probability at
+        the final estimate, final precisions Λ)."""
+        import numpy as np
+
+        table = V2_TABLE
+        classes = sorted(omega)
+        gram = sum((omega[c] * gram_c[c] for c in classes), np.zeros((n, n)))
+        b_all = sum((omega[c] * b_c[c] for c in classes), np.zeros(n))
+        yy = sum(omega[c] * float(self.yy[c]) for c in classes)
         lam1 = float(table["slab_prior"])
         lam0 = float(table["spike_prior"])
         share = float(table["slab_share"])
@@ -366,10 +446,9 @@ class _Model:
         for step in range(iterations):
             inverse = np.linalg.inv(gram + np.diag(prior))
             beta_v = inverse @ b_all
-            inv = np.diag(inverse)
             # residual variance: RSS = yᵀWy − βᵀb − βᵀΛβ; dof = rows − effective parameters
-            rss = float(self.yy) - float(beta_v @ b_all) - float(prior @ (beta_v * beta_v))
-            p_eff = n - float(prior @ inv)
+            rss = yy - float(beta_v @ b_all) - float(prior @ (beta_v * beta_v))
+            p_eff = n - float(prior @ np.diag(inverse))
             sigma2 = (max(rss, 0.0) + nu0 * s0) / max(self.rows - p_eff + nu0, 1.0)
             # E step: posterior slab probability of each feature (at the final step: at the
             # final estimate); M step: its precision for the next fit
@@ -379,25 +458,7 @@ class _Model:
             if step == iterations - 1:
                 break
             prior[1:n0] = r * lam1 + (1.0 - r) * lam0
-        bu = inverse @ unary_b
-        br = inverse @ reinf_b
-        var = sigma2 * inv
-        self.fit = _Fit(
-            sigma2=sigma2,
-            order=order,
-            pos=pos,
-            ext=ext,
-            types=types,
-            inverse=inverse,
-            beta={c: float(beta_v[pos[c]]) for c in order},
-            var={c: float(var[pos[c]]) for c in order},
-            unary={c: float(bu[pos[c]]) for c in order},
-            reinforcing={c: float(br[pos[c]]) for c in order},
-            level={t: float(beta_v[n0 + i]) for i, t in enumerate(types)},
-            slab={c: float(slab[pos[c]]) for c in order},
-            precision={c: float(prior[pos[c]]) for c in order},
-        )
-        return self.fit
+        return beta_v, inverse, sigma2, slab, prior
 
     @staticmethod
     def _extend(vec: Mapping[int, int], pos: Mapping[int, int], ext: Any) -> Any:
@@ -417,31 +478,36 @@ class _Model:
             vec = self.xy.get(kind)
             if not vec:
                 continue
-            out[kind] = float(row @ self._extend(vec, fit.pos, fit.ext))
+            weight = fit.omega[_noise_class(kind)]
+            out[kind] = weight * float(row @ self._extend(vec, fit.pos, fit.ext))
         return out
 
     # -- persistence ---------------------------------------------------------------------
     def dump(self) -> dict[str, Any]:
         return {
             "features": [[list(k), f.dump()] for k, f in self.features.items()],
-            "xx": [[i, j, v] for (i, j), v in self.xx.items()],
+            "xx": {c: [[i, j, v] for (i, j), v in xx.items()] for c, xx in self.xx.items()},
             "xy": {kind: [[c, v] for c, v in vec.items()] for kind, vec in self.xy.items()},
             "yy": self.yy,
-            "rows": self.rows,
+            "rows": self.nrows,
         }
 
     @classmethod
     def load(cls, d: Mapping[str, Any]) -> _Model:
+        if not isinstance(d.get("xx"), Mapping):
+            # a cache entry from before the statistics were kept per noise class: the
+            # store treats it as unreadable and derives from the log
+            raise ValueError("version-2 state without per-class statistics")
         m = cls()
         feats = [((str(k[0]), str(k[1])), _Feature.load(f)) for k, f in d["features"]]
         m.keys = [None] * (1 + len(feats))
         for key, f in feats:
             m.features[key] = f
             m.keys[f.col] = key
-        m.xx = {(int(i), int(j)): int(v) for i, j, v in d["xx"]}
+        m.xx = {str(c): {(int(i), int(j)): int(v) for i, j, v in xx} for c, xx in d["xx"].items()}
         m.xy = {kind: {int(c): int(v) for c, v in vec} for kind, vec in d["xy"].items()}
-        m.yy = int(d["yy"])
-        m.rows = int(d["rows"])
+        m.yy = {str(c): int(v) for c, v in d["yy"].items()}
+        m.nrows = {str(c): int(v) for c, v in d["rows"].items()}
         return m
 
 
@@ -774,8 +840,9 @@ class DerivedStateV2(DerivedState):
     def evidence_for(self, record: Preference) -> dict[str, Any]:
         """Which evidence kinds contributed to ``record``, how much, and its estimate.
 
-        ``kinds[k]``: ``events`` for / against the feature (for a comparison: the feature was
-        on the chosen / the rejected side), the kind's table weight and its exact
+        ``kinds[k]``, for every kind with evidence in the bucket: events for / against the
+        feature (for a comparison: the feature was on the chosen / the rejected side; 0 / 0
+        for a kind that never named it), the kind's table weight and its exact
         ``contribution`` to ``estimate`` (contributions sum to the estimate).
         """
         bucket_id = None if record.scope == "global" else record.scope[len("project:") :]
@@ -789,15 +856,17 @@ class DerivedStateV2(DerivedState):
         beta = fit.beta[f.col]
         sd = math.sqrt(max(fit.var[f.col], 0.0))
         sign = 1 if record.polarity == "positive" else -1
+        # every kind with evidence in the bucket: a kind that never named this feature still
+        # moves its estimate through the intercept, the type level and correlated features
         kinds = {
             kind: {
-                "for": f.counts[kind][0],
-                "against": f.counts[kind][1],
+                "for": f.counts.get(kind, [0, 0])[0],
+                "against": f.counts.get(kind, [0, 0])[1],
                 "weight": _kind_weight(kind),
                 "contribution": contrib.get(kind, 0.0),
             }
             for kind in _KINDS
-            if kind in f.counts
+            if kind in f.counts or kind in contrib
         }
         return {
             "derivation_version": self.version,
@@ -809,6 +878,10 @@ class DerivedStateV2(DerivedState):
             "type_level": fit.level.get(record.preference_type),
             "slab_probability": fit.slab[f.col],
             "prior_precision": fit.precision[f.col],
+            # residual variance per unit of weight of each noise class in this bucket, and
+            # the weight each class had in the fit (its inverse)
+            "noise": dict(fit.noise),
+            "class_weights": dict(fit.omega),
             "unary_contribution": fit.unary[f.col],
             "reinforcing_contribution": fit.reinforcing[f.col],
             "provisional": f.support[0 if sign > 0 else 1] == 0,
