@@ -3,6 +3,7 @@ evidence (design.md §3, issue 6)."""
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -421,6 +422,24 @@ def test_a_state_from_before_per_class_statistics_is_rejected_not_misread() -> N
     with pytest.raises(ValueError, match="per-class"):
         _v2._Model.load(old)
     assert _v2._Model.load(dumped).dump() == dumped
+
+
+def test_an_older_state_layout_in_the_cache_is_derived_again(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path, derivation_version="2")
+    for i in range(3):
+        store.ingest_signal(
+            "u",
+            {"signal_type": "explicit_tag", "pattern": "neon", "preference_type": "color",
+             "polarity": "negative", "scope": "global", "timestamp": f"2025-01-0{i + 1}T00:00:00Z"},
+        )  # fmt: skip
+    expected = store.list_preferences("u")
+    (entry,) = (tmp_path / "u" / "cache").iterdir()
+    doc = json.loads(entry.read_text())
+    for _, model in doc["extra"]["models"]:  # the layout before per-class statistics
+        model["xx"] = [row for rows in model["xx"].values() for row in rows]
+        model["yy"], model["rows"] = sum(model["yy"].values()), sum(model["rows"].values())
+    entry.write_text(json.dumps(doc))
+    assert MemoryStore(tmp_path, derivation_version="2").list_preferences("u") == expected
 
 
 def test_a_type_with_one_seen_pattern_has_no_level() -> None:
