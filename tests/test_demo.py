@@ -122,8 +122,11 @@ def test_pairwise_chapter_shows_version_2_explaining_a_rider_away(doc: dict[str,
     # version 2, on the same events, avoids only the palette
     assert v2["actions"] == []
     assert v2["facts"]["avoid"] == ["neon_palette"]
-    assert abs(v2["facts"]["bold_sans_estimate"]) < 0.1
-    assert v2["prompt_block"] == "[MEMORY CONTEXT]\nAvoid (high):     neon_palette"
+    # the rider's estimate is within its uncertainty (the Avoid bound is 2.25 sd)
+    assert abs(v2["facts"]["bold_sans_estimate"]) < 2 * v2["facts"]["bold_sans_sd"]
+    assert v2["facts"]["neon_palette_strength"] >= 0.4
+    assert v2["prompt_block"].splitlines()[1].endswith("neon_palette")
+    assert len(v2["prompt_block"].splitlines()) == 2
     assert f"{v2['facts']['bold_sans_estimate']:+.2f}" in v2["narration"]
 
 

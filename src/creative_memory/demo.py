@@ -1052,15 +1052,24 @@ def _chapter_pairwise(w: _Walkthrough) -> None:
         "Opening the same storage root with derivation version 2 re-derives the memory "
         "without touching an event. Version 2 fits all of Kai's evidence jointly: each tag "
         "is one statement about both listed features, each comparison a contrast in which "
-        "the shared bold_sans cancels. Neon explains the tags and the choices; bold_sans "
-        f"keeps an estimate of {bold.get('estimate', 0.0):+.2f} ± {bold.get('sd', 0.0):.2f} "
-        "— explained away, not avoided. Only neon_palette is injected.",
+        "the shared bold_sans cancels. Neon explains the choices and most of the tags; "
+        f"what is left for bold_sans, {bold.get('estimate', 0.0):+.2f} ± "
+        f"{bold.get('sd', 0.0):.2f}, is within its uncertainty, so it is not avoided. Only "
+        "neon_palette is injected.",
         KAI,
         store=w.store_v2,
         facts={
             "avoid": sorted(v2),
             "bold_sans_estimate": round(float(bold.get("estimate", 0.0)), 3),
             "bold_sans_sd": round(float(bold.get("sd", 0.0)), 3),
+            "neon_palette_strength": round(
+                next(
+                    r.signal_strength
+                    for r in w.store_v2.list_preferences(KAI)
+                    if r.pattern == _FEATURES["neon"][1]
+                ),
+                3,
+            ),
         },
     )
 

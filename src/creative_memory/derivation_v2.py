@@ -372,15 +372,16 @@ class _Model:
         s0 = float(table["sigma_prior"])
         # pass 1: every class at its table weight; its residuals give each class's variance
         ones = dict.fromkeys(classes, 1.0)
-        first = self._emvs(gram_c, b_c, ones, n0, n)
+        first = self._emvs(gram_c, b_c, ones, n0, n, s0)
         beta1 = first[0]
         noise: dict[str, float] = {}
         for c in classes:
             rss = float(self.yy[c]) - 2.0 * float(beta1 @ b_c[c]) + float(beta1 @ gram_c[c] @ beta1)
             noise[c] = (max(rss, 0.0) + nu0 * s0) / (self.nrows[c] + nu0)
-        # pass 2: each class weighted by the inverse of its residual variance
+        # pass 2: each class weighted by the inverse of its residual variance, so the
+        # weighted residuals have unit variance: that is the prior guess of this pass
         omega = {c: 1.0 / noise[c] for c in classes}
-        beta_v, inverse, sigma2, slab, prior = self._emvs(gram_c, b_c, omega, n0, n)
+        beta_v, inverse, sigma2, slab, prior = self._emvs(gram_c, b_c, omega, n0, n, 1.0)
         unary_b = np.zeros(n)
         reinf_b = np.zeros(n)
         for kind, vb in b_kind.items():
@@ -417,11 +418,13 @@ class _Model:
         omega: Mapping[str, float],
         n0: int,
         n: int,
+        s0: float,
     ) -> tuple[Any, Any, float, Any, Any]:
         """The spike-and-slab MAP fit with the classes weighted by ``omega``: a fixed number
         of ridge fits, each setting every feature's precision from its posterior slab
-        probability at the previous estimate. Returns (β, (A + Λ)⁻¹, σ², slab probability at
-        the final estimate, final precisions Λ)."""
+        probability at the previous estimate; ``s0`` is the prior guess of the residual
+        variance per unit of (weighted) evidence. Returns (β, (A + Λ)⁻¹, σ², slab probability
+        at the final estimate, final precisions Λ)."""
         import numpy as np
 
         table = V2_TABLE
@@ -440,7 +443,6 @@ class _Model:
             + [float(table["type_prior"])] * (n - n0)
         )
         nu0 = float(table["sigma_prior_rows"])
-        s0 = float(table["sigma_prior"])
         iterations = int(table["fit_iterations"])
         slab = np.ones(n)
         for step in range(iterations):
