@@ -137,7 +137,8 @@ V2_TABLE: Final[Mapping[str, Any]] = MappingProxyType(
         # a comparison feature whose type the other side does not list: its contrast, in
         # halves (1 = x = ±½: it may be present there too, unlisted)
         "unaligned_contrast_halves": 1,
-        # residual variance per evidence unit: prior guess and its weight in rows
+        # residual variance per evidence unit of each noise class (and of the unweighted
+        # first pass): prior guess and its weight in rows. The weighted pass guesses 1.
         "sigma_prior": 2.0,
         "sigma_prior_rows": 4,
         # strength = clamp((|β| − z·sd) / full_effect, 0, 1); z by polarity (an Avoid that is
