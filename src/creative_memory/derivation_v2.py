@@ -243,8 +243,6 @@ class _Fit:
     sigma2: float  # residual variance per evidence unit (pooled, with a prior)
     order: list[int]  # canonical column order used for the factorisation
     pos: dict[int, int]  # column → position in ``order``
-    ext: Any  # E: the columns of ``order`` → the columns, then the type levels
-    types: list[str]  # the type levels, after the columns of ``order``
     inverse: Any  # (E A Eᵀ + Λ)⁻¹ at the final precisions
     beta: dict[int, float]
     var: dict[int, float]
@@ -255,6 +253,7 @@ class _Fit:
     precision: dict[int, float]  # each column's final prior precision
     noise: dict[str, float]  # residual variance per unit of weight, by noise class
     omega: dict[str, float]  # the weight of each class in the final fit (1 / noise)
+    b_kind: dict[str, Any]  # each kind's E·Σ w·y·x (unweighted by its class)
 
 
 class _Model:
@@ -373,8 +372,7 @@ class _Model:
         s0 = float(table["sigma_prior"])
         # pass 1: every class at its table weight; its residuals give each class's variance
         ones = dict.fromkeys(classes, 1.0)
-        first = self._emvs(gram_c, b_c, ones, n0, n, s0)
-        beta1 = first[0]
+        beta1 = self._emvs(gram_c, b_c, ones, n0, n, s0)[0]
         noise: dict[str, float] = {}
         for c in classes:
             rss = float(self.yy[c]) - 2.0 * float(beta1 @ b_c[c]) + float(beta1 @ gram_c[c] @ beta1)
@@ -397,8 +395,6 @@ class _Model:
             sigma2=sigma2,
             order=order,
             pos=pos,
-            ext=ext,
-            types=types,
             inverse=inverse,
             beta={c: float(beta_v[pos[c]]) for c in order},
             var={c: float(var[pos[c]]) for c in order},
@@ -409,6 +405,7 @@ class _Model:
             precision={c: float(prior[pos[c]]) for c in order},
             noise=noise,
             omega=omega,
+            b_kind=b_kind,
         )
         return self.fit
 
@@ -478,11 +475,9 @@ class _Model:
         row = fit.inverse[fit.pos[col]]
         out: dict[str, float] = {}
         for kind in _KINDS:
-            vec = self.xy.get(kind)
-            if not vec:
-                continue
-            weight = fit.omega[_noise_class(kind)]
-            out[kind] = weight * float(row @ self._extend(vec, fit.pos, fit.ext))
+            if self.xy.get(kind):
+                weight = fit.omega[_noise_class(kind)]
+                out[kind] = weight * float(row @ fit.b_kind[kind])
         return out
 
     # -- persistence ---------------------------------------------------------------------
