@@ -236,7 +236,9 @@ def _describe(rec: Preference) -> str:
     return text + (f" [{', '.join(extras)}]" if extras else "")
 
 
-def injection_status(rec: Preference, retrieval: RetrievalResult, project_id: str | None) -> str:
+def injection_status(
+    rec: Preference, retrieval: RetrievalResult, project_id: str | None
+) -> str:
     """Why ``rec`` is or is not in the prompt block, in the words of the pipeline stages."""
     if any(r.id == rec.id for r in (*retrieval.positives, *retrieval.negatives)):
         return "injected"
@@ -274,7 +276,9 @@ class _Walkthrough:
 
     def __init__(self, root: Path) -> None:
         self.clock = DemoClock(DEMO_START)
-        self.store = MemoryStore(root, derivation_version=DEMO_DERIVATION_VERSION, clock=self.clock)
+        self.store = MemoryStore(
+            root, derivation_version=DEMO_DERIVATION_VERSION, clock=self.clock
+        )
         #: the same root derived with version 2 (switching versions never touches events)
         self.store_v2 = MemoryStore(
             root, derivation_version=DEMO_PAIRWISE_VERSION, clock=self.clock
@@ -320,8 +324,9 @@ class _Walkthrough:
         touched = [r for r in handler(self.store, body) if r is not None]
         detail = {"explicit_tag_applied": f' "{tag_text}"', "thumbs_rated": f" {rating}"}
         where = f" in {project_id}" if project_id else ""
-        summary = f"{event}{detail.get(event, '')}{where}: " + ", ".join(
-            f"{t}/{p}" for t, p in signals
+        summary = (
+            f"{event}{detail.get(event, '')}{where}: "
+            + ", ".join(f"{t}/{p}" for t, p in signals)
         )
         outcome = "; ".join(_describe(r) for r in touched) or "nothing stored"
         return DemoAction(
@@ -382,8 +387,9 @@ class _Walkthrough:
         before = len(self.store.events(user_id))
         result = self.store.run_decay(user_id, now=now)
         written = len(self.store.events(user_id)) - before
-        outcome = f"decayed {result.decayed}, archived {result.archived}; " + (
-            f"{written} decay_pass event appended" if written else "no event written"
+        outcome = (
+            f"decayed {result.decayed}, archived {result.archived}; "
+            + (f"{written} decay_pass event appended" if written else "no event written")
         )
         action = DemoAction(
             kind="decay",
@@ -483,7 +489,9 @@ def _chapter_ladder(w: _Walkthrough) -> None:
     was_injectable = False
     for i, tag in enumerate(_LADDER_TAGS, start=1):
         ts = _days_after(DEMO_START, i - 1)
-        action = w.send("explicit_tag_applied", MAYA, ts, [AIRY], tag_text=tag)
+        action = w.send(
+            "explicit_tag_applied", MAYA, ts, [AIRY], tag_text=tag
+        )
         rec = _require(_find(w.records(MAYA), *AIRY, "positive"))
         injectable = w.injected(MAYA, rec)
         s, conf = _num(rec.signal_strength), rec.confidence
@@ -511,7 +519,7 @@ def _chapter_ladder(w: _Walkthrough) -> None:
             )
         w.step(
             "ladder",
-            f'Ladder {i}/4 — "{tag}" on airy_spacing',
+            f"Ladder {i}/4 — \"{tag}\" on airy_spacing",
             text,
             MAYA,
             [action],
@@ -543,7 +551,7 @@ def _chapter_negative(w: _Walkthrough) -> None:
     w.step(
         "negative",
         "Maya pushes back on a neon palette",
-        f'A thumbs-down (+0.05) and two "too noisy" tags (+0.15 each) build a negative '
+        f"A thumbs-down (+0.05) and two \"too noisy\" tags (+0.15 each) build a negative "
         f"record: neon_palette at {_num(rec.signal_strength)}, confidence {rec.confidence}. "
         f"Medium, yet still below {INJECTION_THRESHOLD:.2f}, so it is not injected: polarity "
         "comes from the tag map, strength from the signal weights, and both gates must pass.",
@@ -608,17 +616,20 @@ def _chapter_reversal(w: _Walkthrough) -> None:
             narration = (
                 'A month later Maya\'s taste shifts: she tags an airy layout "too minimal" '
                 "(negative). It contradicts a stable positive record, so instead of creating "
-                "a negative record it walks the original down the reversal ladder. " + narration
+                "a negative record it walks the original down the reversal ladder. "
+                + narration
             )
         narration += (
             f" airy_spacing (+): {_num(orig.signal_strength)} {orig.confidence}, "
             f"{orig.polarity_status}."
         )
         if shadow is not None:
-            narration += f" Shadow (−): {_num(shadow.signal_strength)} {shadow.confidence}."
+            narration += (
+                f" Shadow (−): {_num(shadow.signal_strength)} {shadow.confidence}."
+            )
         w.step(
             "reversal",
-            f'Reversal {i}/4 — "too minimal" on airy_spacing',
+            f"Reversal {i}/4 — \"too minimal\" on airy_spacing",
             narration,
             MAYA,
             [action],
@@ -630,7 +641,9 @@ def _chapter_reversal(w: _Walkthrough) -> None:
             },
         )
     for day, tag in (("2026-02-06", "too minimal"), ("2026-02-09", "wrong direction")):
-        action = w.send("explicit_tag_applied", MAYA, f"{day}T09:30:00Z", [AIRY], tag_text=tag)
+        action = w.send(
+            "explicit_tag_applied", MAYA, f"{day}T09:30:00Z", [AIRY], tag_text=tag
+        )
         recs = w.records(MAYA)
         orig = next(r for r in recs if r.id == original_id)
         shadow = _require(_find(recs, *AIRY, "negative"))
@@ -672,7 +685,9 @@ DUOTONE: Final = ("imagery", "duotone_photos")
 
 def _chapter_decay(w: _Walkthrough) -> None:
     actions = [
-        w.send("explicit_tag_applied", THEO, _days_after(DEMO_START, i), [DUOTONE], tag_text=tag)
+        w.send(
+            "explicit_tag_applied", THEO, _days_after(DEMO_START, i), [DUOTONE], tag_text=tag
+        )
         for i, tag in enumerate(_LADDER_TAGS)
     ]
     rec = _require(_find(w.records(THEO), *DUOTONE))
@@ -773,12 +788,8 @@ _PROFILE: Final[tuple[_Row, ...]] = (
     ("2026-02-02T10:00:00Z", "generation_accepted", "", "airy serif earth"),
     ("2026-02-02T11:30:00Z", "explicit_tag_applied", "too noisy", "neon carousels"),
     ("2026-02-03T09:15:00Z", "explicit_tag_applied", "keep this style", "airy serif"),
-    (
-        "2026-02-03T14:00:00Z",
-        "artifact_edited_and_saved",
-        "Unleash Your Brand!!! => Your brand, clearly",
-        "plain fades",
-    ),
+    ("2026-02-03T14:00:00Z", "artifact_edited_and_saved",
+     "Unleash Your Brand!!! => Your brand, clearly", "plain fades"),
     ("2026-02-04T10:00:00Z", "explicit_tag_applied", "too heavy", "gradients black"),
     ("2026-02-04T16:20:00Z", "thumbs_rated", "down", "neon gradients"),
     ("2026-02-05T09:40:00Z", "explicit_tag_applied", "not this", "handshakes allcaps"),
@@ -787,12 +798,8 @@ _PROFILE: Final[tuple[_Row, ...]] = (
     ("2026-02-09T15:00:00Z", "revert_after_edit", "", "fades"),
     ("2026-02-10T10:30:00Z", "explicit_tag_applied", "too noisy", "neon rainbow carousels"),
     ("2026-02-10T12:00:00Z", "explicit_tag_applied", "love this", "candid rounded earth"),
-    (
-        "2026-02-11T09:00:00Z",
-        "artifact_edited_and_saved",
-        "Get Started Now! => Start a project",
-        "plain fades",
-    ),
+    ("2026-02-11T09:00:00Z", "artifact_edited_and_saved",
+     "Get Started Now! => Start a project", "plain fades"),
     ("2026-02-11T17:45:00Z", "generation_abandoned", "", "carousels crowded"),
     ("2026-02-12T10:00:00Z", "explicit_tag_applied", "wrong direction", "exclaim allcaps"),
     ("2026-02-13T09:30:00Z", "explicit_tag_applied", "too heavy", "gradients black"),
@@ -802,12 +809,8 @@ _PROFILE: Final[tuple[_Row, ...]] = (
     ("2026-02-18T10:00:00Z", "thumbs_rated", "up", "candid plain"),
     ("2026-02-18T16:00:00Z", "revert_after_edit", "", "fades"),
     ("2026-02-19T09:20:00Z", "explicit_tag_applied", "too noisy", "neon rainbow carousels"),
-    (
-        "2026-02-20T10:00:00Z",
-        "artifact_edited_and_saved",
-        "OUR SERVICES => What we do",
-        "serif plain",
-    ),
+    ("2026-02-20T10:00:00Z", "artifact_edited_and_saved",
+     "OUR SERVICES => What we do", "serif plain"),
     ("2026-02-23T10:00:00Z", "explicit_tag_applied", "wrong direction", "exclaim allcaps"),
     ("2026-02-23T11:00:00Z", "explicit_tag_applied", "love this", "rounded airy candid"),
     ("2026-02-24T09:00:00Z", "explicit_tag_applied", "too noisy", "neon rainbow"),
@@ -820,12 +823,8 @@ _PROFILE: Final[tuple[_Row, ...]] = (
     ("2026-02-27T11:00:00Z", "thumbs_rated", "down", "gradients rainbow"),
     ("2026-02-27T14:00:00Z", "explicit_tag_applied", "too heavy", "gradients black"),
     ("2026-02-27T15:00:00Z", "explicit_tag_applied", "wrong direction", "exclaim"),
-    (
-        "2026-02-27T16:00:00Z",
-        "artifact_edited_and_saved",
-        "Don't miss out! => Questions? Write to us.",
-        "plain",
-    ),
+    ("2026-02-27T16:00:00Z", "artifact_edited_and_saved",
+     "Don't miss out! => Questions? Write to us.", "plain"),
     ("2026-02-27T16:30:00Z", "explicit_tag_applied", "love this", "earth"),
 )
 
@@ -971,17 +970,9 @@ def _chapter_project(w: _Walkthrough) -> None:
         facts={
             "project_id": FESTIVAL,
             "suppressed": [
-                {
-                    k: d[k]
-                    for k in (
-                        "suppressed_pattern",
-                        "suppressed_polarity",
-                        "suppressed_strength",
-                        "override_polarity",
-                        "override_strength",
-                        "trace",
-                    )
-                }
+                {k: d[k] for k in ("suppressed_pattern", "suppressed_polarity",
+                                   "suppressed_strength", "override_polarity",
+                                   "override_strength", "trace")}
                 for d in supp
             ],
             "project_overrides": [x.pattern for x in probe.project_overrides],
@@ -1255,3 +1246,4 @@ __all__ = [
     "render_text",
     "run_demo",
 ]
+
