@@ -926,10 +926,10 @@ def test_list_preferences_filters_and_order(store: MemoryStore) -> None:
     assert ids(store.list_preferences(U)) == [b.id, d.id, a.id, c.id]
     assert ids(store.list_preferences(U, scope="global")) == [b.id, a.id]
     assert ids(store.list_preferences(U, scope="project:pa")) == [c.id]
-    assert ids(store.list_preferences(U, scope="project:pa:zzz")) == [c.id]  # split(":")[1]
     assert ids(store.list_preferences(U, scope="project:unknown")) == []
-    assert ids(store.list_preferences(U, scope="whatever")) == [b.id, d.id, a.id, c.id]
-    assert ids(store.list_preferences(U, scope="projects")) == [b.id, d.id, a.id, c.id]
+    for bad in ("project:pa:zzz", "whatever", "projects"):  # engine rules §0 item 9
+        with pytest.raises(ValueError, match="scope"):
+            store.list_preferences(U, scope=bad)
     assert ids(store.list_preferences(U, polarity="negative")) == [b.id]
     assert ids(store.list_preferences(U, polarity="positive")) == [d.id, a.id, c.id]
     assert ids(store.list_preferences(U, min_strength=0.6)) == [b.id, d.id]  # inclusive
@@ -949,11 +949,15 @@ def test_reset_scopes(store: MemoryStore) -> None:
     store.reset_memory(U, "project:pa")
     assert set(records(store)) == {a.id, d.id}
     assert c.id not in records(store)
-    store.reset_memory(U, "something-else")  # unknown scope: no change
+    with pytest.raises(ValueError, match="scope"):  # unknown scope: an error, no change
+        store.reset_memory(U, "something-else")
     assert len(store.list_preferences(U)) == 2
     store.reset_memory(U, "global")
     assert [r.id for r in store.list_preferences(U)] == [d.id]
-    store.reset_memory(U, "project:pb:extra")
+    with pytest.raises(ValueError, match="scope"):
+        store.reset_memory(U, "project:pb:extra")
+    assert [r.id for r in store.list_preferences(U)] == [d.id]
+    store.reset_memory(U, "project:pb")
     assert store.list_preferences(U) == []
     put(store, "a")
     store.reset_memory(U)

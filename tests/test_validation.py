@@ -572,3 +572,32 @@ def test_failed_event_leaves_no_side_effects_on_later_success(seeded: MemoryStor
         adapter.on_generation_accepted(seeded, copy.deepcopy(ev))
     after = {r.id: r.to_dict() for r in seeded.list_preferences(U)}
     assert after == before
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"scope": "bogus"}, "scope"),
+        ({"scope": "project:a:b"}, "scope"),
+        ({"scope": "Project:a"}, "scope"),
+        ({"polarity": "bogus"}, "polarity"),
+        ({"polarity": "POSITIVE"}, "polarity"),
+        ({"status": "bogus"}, "status"),
+        ({"status": "paused"}, "status"),
+    ],
+)
+def test_unknown_option_values_are_errors(
+    tmp_path: Path, options: dict[str, str], field: str
+) -> None:
+    store = MemoryStore(tmp_path / "mem")
+    store.ingest_signal("u1", tag("airy"))
+    before = tree(tmp_path / "mem")
+    with pytest.raises(ValidationError) as ei:
+        store.list_preferences("u1", **options)  # type: ignore[arg-type]
+    assert ei.value.field == field
+    if "scope" in options:
+        with pytest.raises(ValidationError) as ei:
+            store.reset_memory("u1", options["scope"])
+        assert ei.value.field == field
+    assert tree(tmp_path / "mem") == before
+    assert len(store.list_preferences("u1")) == 1

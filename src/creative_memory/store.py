@@ -365,6 +365,8 @@ class MemoryStore:
     ) -> list[Preference]:
         validate_user_id(user_id)
         project = _scope_project(scope)
+        _check_option("polarity", polarity, _POLARITY_OPTIONS)
+        _check_option("status", status, _STATUS_OPTIONS)
         if not self._storage.user_exists(user_id):
             return []
         with self._locked(user_id):
@@ -699,13 +701,32 @@ def _validate_feature(
         validate_project_id(project_id)
 
 
+_POLARITY_OPTIONS = ("all", "positive", "negative")
+_STATUS_OPTIONS = ("all", "stable", "under_review", "archived")
+
+
 def _scope_project(scope: object) -> str | None:
-    """``"project:<x>"`` → validated ``x``; anything else → ``None``."""
+    """``"project:<x>"`` → validated ``x``; ``"all"`` / ``"global"`` → ``None``.
+
+    Anything else is an error (docs/architecture.md, "Option values"): a scope that is
+    not understood must never list everything or erase nothing silently.
+    """
     if not isinstance(scope, str):
         raise ValidationError("scope", "scope must be a string")
-    if scope.startswith("project:"):
-        return validate_project_id(scope.split(":")[1])
-    return None
+    if scope in ("all", "global"):
+        return None
+    if scope.startswith("project:") and scope.count(":") == 1:
+        return validate_project_id(scope.removeprefix("project:"))
+    raise ValidationError(
+        "scope", f"unknown scope {scope!r}: expected 'all', 'global' or 'project:<id>'"
+    )
+
+
+def _check_option(field: str, value: object, allowed: tuple[str, ...]) -> None:
+    if not isinstance(value, str) or value not in allowed:
+        raise ValidationError(
+            field, f"unknown {field} {value!r}: expected one of {', '.join(allowed)}"
+        )
 
 
 def _bucket_of(ev: Event) -> tuple[bool, str | None]:
