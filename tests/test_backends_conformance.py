@@ -353,6 +353,7 @@ def test_capacity_bounds_the_cache(backend: Backend) -> None:
     for i in range(8):
         store.ingest_signal(USER, tag(f"p{i % 3}", ts=ts(clock)))
         store.list_preferences(USER)
+        store.flush()  # reads defer write-back; this writes the entry now
         if backend.kind == "files":
             import time
 

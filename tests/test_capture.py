@@ -149,7 +149,7 @@ def test_a_storage_failure_on_flush_keeps_the_event_pending(mem: MemoryStore) ->
     calls: list[Mapping[str, Any]] = []
     fail = [True]
 
-    def flaky(store: MemoryStore, event: Mapping[str, Any]) -> list[Any]:
+    def flaky(store: MemoryStore, event: Mapping[str, Any], *, records: bool = True) -> list[Any]:
         if fail[0]:
             fail[0] = False
             raise StorageError("disk full")

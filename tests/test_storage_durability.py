@@ -143,7 +143,8 @@ def seed_user(store: MemoryStore, clock: ManualClock, secret_project: str | None
     store.ingest_signal(USER, tag(SECRET, "color", scope=scope, project_id=secret_project, ts=ts()))
     store.ingest_signal(USER, tag("airy", ts=ts()))
     store.ingest_signal(USER, tag("keep_proj", scope="project", project_id="px", ts=ts()))
-    store.list_preferences(USER)  # cache entry + snapshot holding the secret
+    store.list_preferences(USER)
+    store.flush()  # cache entry + snapshot holding the secret
     store.ingest_signal(
         USER, tag(SECRET, "color", "positive", scope=scope, project_id=secret_project, ts=ts())
     )
@@ -161,8 +162,10 @@ def seed_user(store: MemoryStore, clock: ManualClock, secret_project: str | None
     )
     store.log_refinement(USER, artifact_id="a1", project_id=secret_project, diff={"x": SECRET})
     store.retrieve_for_injection(USER, {"project_id": secret_project})
+    store.flush()
     store.ingest_signal(USER, tag("dense", "spacing", "negative", ts=ts()))
     store.list_preferences(USER)
+    store.flush()
 
 
 def clock_ts(clock: ManualClock) -> str:
@@ -251,6 +254,7 @@ def test_reset_erases_scope_from_every_file_and_read(
             store.retrieve_for_injection(USER, {"project_id": project})
     store.run_decay(USER, now="2026-01-01T00:00:00Z")  # a decay_pass event in the log too
     store.list_preferences(USER)
+    store.flush()  # reads defer write-back: make the snapshot hold every secret
     d = user_dir(root)
     for secret in SECRETS.values():
         assert "snapshot.json" in files_containing(d, secret.encode())
@@ -664,6 +668,7 @@ def test_lru_eviction_keeps_at_most_capacity_newest_entries(
     for i in range(8):
         store.ingest_signal(USER, tag(f"p{i % 3}", ts=clock_ts(clock)))
         store.list_preferences(USER)
+        store.flush()  # reads defer write-back; this writes the entry now
         written.append(cache_key(store.events(USER)[-1].h, "1"))
         assert len(cache_entries(root)) <= 3
         time.sleep(0.02)  # distinct mtimes (recency) for every entry

@@ -2,14 +2,15 @@
 
 Each handler validates the event in the reference's order, then hands all of its signals to
 the store in one all-or-nothing append. Handlers return the records the signals created or
-updated (``None`` entries while memory is disabled or paused).
+updated (``None`` entries while memory is disabled or paused); with ``records=False`` they
+only append, deriving nothing (hosts that do not need the records back).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .constants import TAG_POLARITY
 from .errors import ValidationError
@@ -116,6 +117,7 @@ def _dispatch(
     *,
     tag_text: str | None = None,
     refinement: Mapping[str, Any] | None = None,
+    records: bool = True,
 ) -> list[Preference | None]:
     _check_user_and_time(event)
     entries = classify(event.get("artifact_meta"))
@@ -135,14 +137,18 @@ def _dispatch(
         }
         for e in entries
     ]
-    return store.ingest_signals(event["user_id"], signals, refinement=refinement)
+    return store.ingest_signals(event["user_id"], signals, refinement=refinement, records=records)
 
 
-def on_generation_accepted(store: MemoryStore, event: Event) -> list[Preference | None]:
-    return _dispatch(store, _check_event(event), "repeated_acceptance", "positive")
+def on_generation_accepted(
+    store: MemoryStore, event: Event, *, records: bool = True
+) -> list[Preference | None]:
+    return _dispatch(store, _check_event(event), "repeated_acceptance", "positive", records=records)
 
 
-def on_artifact_edited_and_saved(store: MemoryStore, event: Event) -> list[Preference | None]:
+def on_artifact_edited_and_saved(
+    store: MemoryStore, event: Event, *, records: bool = True
+) -> list[Preference | None]:
     event = _check_event(event)
     diff = event.get("diff")
     refinement = None
@@ -152,10 +158,14 @@ def on_artifact_edited_and_saved(store: MemoryStore, event: Event) -> list[Prefe
             "project_id": event.get("project_id"),
             "diff": diff,
         }
-    return _dispatch(store, event, "manual_refinement", "positive", refinement=refinement)
+    return _dispatch(
+        store, event, "manual_refinement", "positive", refinement=refinement, records=records
+    )
 
 
-def on_explicit_tag_applied(store: MemoryStore, event: Event) -> list[Preference | None]:
+def on_explicit_tag_applied(
+    store: MemoryStore, event: Event, *, records: bool = True
+) -> list[Preference | None]:
     event = _check_event(event)
     tag_text = event.get("tag_text")
     polarity = TAG_POLARITY.get(normalise_tag(tag_text)) if isinstance(tag_text, str) else None
@@ -165,10 +175,12 @@ def on_explicit_tag_applied(store: MemoryStore, event: Event) -> list[Preference
             f"tag_text: unrecognized tag {json.dumps(tag_text)}. "
             f"Known tags: {', '.join(TAG_POLARITY)}.",
         )
-    return _dispatch(store, event, "explicit_tag", polarity, tag_text=tag_text)
+    return _dispatch(store, event, "explicit_tag", polarity, tag_text=tag_text, records=records)
 
 
-def on_thumbs_rated(store: MemoryStore, event: Event) -> list[Preference | None]:
+def on_thumbs_rated(
+    store: MemoryStore, event: Event, *, records: bool = True
+) -> list[Preference | None]:
     event = _check_event(event)
     rating = event.get("rating")
     if rating not in ("up", "down"):
@@ -176,16 +188,22 @@ def on_thumbs_rated(store: MemoryStore, event: Event) -> list[Preference | None]
             "rating", f'rating must be exactly "up" or "down". Got: {json.dumps(rating)}'
         )
     if rating == "up":
-        return _dispatch(store, event, "thumbs_up", "positive")
-    return _dispatch(store, event, "thumbs_down", "negative")
+        return _dispatch(store, event, "thumbs_up", "positive", records=records)
+    return _dispatch(store, event, "thumbs_down", "negative", records=records)
 
 
-def on_generation_abandoned(store: MemoryStore, event: Event) -> list[Preference | None]:
-    return _dispatch(store, _check_event(event), "abandoned_generation", "negative")
+def on_generation_abandoned(
+    store: MemoryStore, event: Event, *, records: bool = True
+) -> list[Preference | None]:
+    return _dispatch(
+        store, _check_event(event), "abandoned_generation", "negative", records=records
+    )
 
 
-def on_revert_after_edit(store: MemoryStore, event: Event) -> list[Preference | None]:
-    return _dispatch(store, _check_event(event), "revert_after_edit", "positive")
+def on_revert_after_edit(
+    store: MemoryStore, event: Event, *, records: bool = True
+) -> list[Preference | None]:
+    return _dispatch(store, _check_event(event), "revert_after_edit", "positive", records=records)
 
 
 def _side(value: object, field: str) -> ComparisonSide:
@@ -201,8 +219,11 @@ def _side(value: object, field: str) -> ComparisonSide:
     )
 
 
-def on_pairwise_comparison(store: MemoryStore, event: Event) -> list[Preference | None]:
-    """Store one ``comparison`` event: the user chose ``chose`` over ``over``."""
+def on_pairwise_comparison(
+    store: MemoryStore, event: Event, *, records: bool = True
+) -> list[Preference | None]:
+    """Store one ``comparison`` event: the user chose ``chose`` over ``over``. Returns no
+    records (``records`` is accepted for the common handler signature)."""
     event = _check_event(event)
     _check_user_and_time(event)
     chose = _side(event.get("chose"), "chose")
@@ -236,7 +257,14 @@ def on_pairwise_comparison(store: MemoryStore, event: Event) -> list[Preference 
     return []
 
 
-Handler = Callable[["MemoryStore", Event], Sequence[Preference | None]]
+class Handler(Protocol):
+    """An adapter handler. ``records=False``: the caller does not need the records back,
+    so the store appends without deriving (the next read derives)."""
+
+    def __call__(
+        self, store: MemoryStore, event: Event, *, records: bool = True
+    ) -> Sequence[Preference | None]: ...
+
 
 #: Wire-format event names (api.md) → handlers.
 HANDLERS: Final[Mapping[str, Handler]] = {

@@ -45,12 +45,13 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import adapter
+from .adapter import Handler
 from .errors import ValidationError
 from .events import validate_project_id
 from .redaction import RedactionPolicy
@@ -62,7 +63,6 @@ if TYPE_CHECKING:
 AbandonMode = Literal["active_tab", "any_pending"]
 Status = Literal["accepted", "coalesced", "rejected", "flushed", "failed", "inferred"]
 Instant = int | str | datetime
-Handler = Callable[["MemoryStore", Mapping[str, Any]], Sequence[Any]]
 
 CAPTURE_ONLY_KINDS = ("generation_started", "tab_activated")
 
@@ -315,7 +315,7 @@ class CaptureLayer:
 
     def _deliver(self, kind: str, clean: Mapping[str, Any]) -> None:
         try:
-            self._handlers[kind](self.store, clean)
+            self._handlers[kind](self.store, clean, records=False)  # nothing reads them
         except ValueError as exc:  # ValidationError and friends: the store wrote nothing
             raise _Rejected(str(exc)) from exc
 

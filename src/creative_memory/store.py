@@ -63,6 +63,12 @@ class _Memo:
     end: int
     head: str  # chain hash of the last folded event ("" before any)
     written: str  # head last written back to the cache and snapshot
+    unwritten: int = 0  # events folded since that write-back
+
+
+#: A read writes the derived state back (cache entry + snapshot) once it is this many events
+#: past the last write-back; the first read of a store always writes (docs/storage.md).
+WRITE_BACK_EVENTS = 256
 
 
 class MemoryStore:
@@ -98,11 +104,27 @@ class MemoryStore:
         self._memo_lock = threading.RLock()
         self._user_locks: dict[str, threading.RLock] = {}
 
+    def flush(self) -> None:
+        """Write every pending derived state back (cache entry and snapshot). Reads defer
+        write-back (docs/storage.md); this makes the on-disk cache current now."""
+        with self._memo_lock:
+            users = list(self._memo)
+        for user_id in users:
+            with self._locked(user_id):
+                memo = self._memo.get(user_id)
+                if memo is not None and memo.head and memo.head != memo.written:
+                    memo.state.materialize()
+                    self._write_back(user_id, memo)
+
     def close(self) -> None:
-        """Release backend resources (a database connection pool); files need nothing."""
-        close = getattr(self._storage, "close", None)
-        if close is not None:
-            close()
+        """Write pending derived state back (:meth:`flush`) and release backend resources
+        (a database connection pool)."""
+        try:
+            self.flush()
+        finally:
+            close = getattr(self._storage, "close", None)
+            if close is not None:
+                close()
 
     def __enter__(self) -> MemoryStore:
         return self
@@ -177,27 +199,43 @@ class MemoryStore:
             if memo is None or snap is None:
                 memo, snap = self._cold_start(user_id)
                 self._memo[user_id] = memo
-            touched: dict[int, Preference | Refinement | None] = {}
-            wanted = set(want_seqs)
-            state = memo.state
-            later: list[tuple[int, Preference]] = []  # exported after the batch
-            for ev in snap.events:
-                rec = state.apply(ev)
-                memo.head = ev.h
-                if ev.seq in wanted:
-                    if isinstance(rec, Preference) and not state.records_per_event:
-                        later.append((ev.seq, rec))
-                    else:
-                        touched[ev.seq] = (
-                            state.export_record(rec) if isinstance(rec, Preference) else rec
-                        )
-            for seq, rec in later:
-                touched[seq] = state.export_record(rec)
+            touched = self._fold(memo, snap.events, want_seqs)
             memo.end = snap.end
+            state = memo.state
             state.materialize()
-            if write_back and memo.head and memo.head != memo.written:
+            if (
+                write_back
+                and memo.head
+                and memo.head != memo.written
+                and (not memo.written or memo.unwritten >= WRITE_BACK_EVENTS)
+            ):
                 self._write_back(user_id, memo)
             return state, touched
+
+    @staticmethod
+    def _fold(
+        memo: _Memo, events: Sequence[Event], want_seqs: Sequence[int]
+    ) -> dict[int, Preference | Refinement | None]:
+        """Fold ``events`` into the memo's state; for each seq in ``want_seqs``, a copy of
+        what that event touched (see :meth:`_refresh`)."""
+        touched: dict[int, Preference | Refinement | None] = {}
+        wanted = set(want_seqs)
+        state = memo.state
+        later: list[tuple[int, Preference]] = []  # exported after the batch
+        for ev in events:
+            rec = state.apply(ev)
+            memo.head = ev.h
+            memo.unwritten += 1
+            if ev.seq in wanted:
+                if isinstance(rec, Preference) and not state.records_per_event:
+                    later.append((ev.seq, rec))
+                else:
+                    touched[ev.seq] = (
+                        state.export_record(rec) if isinstance(rec, Preference) else rec
+                    )
+        for seq, rec in later:
+            touched[seq] = state.export_record(rec)
+        return touched
 
     def _write_back(self, user_id: str, memo: _Memo) -> None:
         """Persist the memo's state in the cache and the human-readable snapshot (the
@@ -219,6 +257,7 @@ class MemoryStore:
             msgspec.json.format(msgspec.json.encode(snapshot)) + b"\n",
         )
         memo.written = memo.head
+        memo.unwritten = 0
 
     def _user_lock(self, user_id: str) -> threading.RLock:
         with self._memo_lock:
@@ -237,13 +276,30 @@ class MemoryStore:
             yield
 
     def _append(
-        self, user_id: str, events: Sequence[Event]
+        self, user_id: str, events: Sequence[Event], *, records: bool = True
     ) -> list[Preference | Refinement | None]:
+        """Durably append ``events``; with ``records``, return what each one touched.
+
+        The appended events are folded from memory when this store's state for the user
+        ends right where the append began (no read-back); otherwise, without ``records``,
+        nothing is derived now: the next read does it (docs/performance.md, "Lazy on
+        read")."""
         with self._user_lock(user_id):
-            stored = self._storage.append(user_id, events)
-            seqs = [e.seq for e in stored]
+            appended = self._storage.append_positioned(user_id, events)
+            seqs = [e.seq for e in appended.events]
             with self._memo_lock:
-                _, touched = self._refresh(user_id, seqs)
+                memo = self._memo.get(user_id)
+                if (
+                    memo is not None
+                    and memo.generation == appended.generation
+                    and memo.end == appended.start
+                ):
+                    touched = self._fold(memo, appended.events, seqs if records else ())
+                    memo.end = appended.end
+                elif records:
+                    _, touched = self._refresh(user_id, seqs)
+                else:
+                    return [None] * len(seqs)
             return [touched.get(s) for s in seqs]
 
     def _recorded_at(self) -> str:
@@ -260,11 +316,14 @@ class MemoryStore:
         signals: Sequence[Mapping[str, Any]],
         *,
         refinement: Mapping[str, Any] | None = None,
+        records: bool = True,
     ) -> list[Preference | None]:
         """Validate every signal, then append them all at once (all or nothing).
 
         ``refinement`` (``artifact_id``, ``project_id``, ``diff``) is logged in the same
-        append, also when memory is disabled (engine.md §9).
+        append, also when memory is disabled (docs/architecture.md). With
+        ``records=False`` nothing is derived now and every entry is ``None``: for hosts that
+        do not need the records back (the next read derives).
         """
         validate_user_id(user_id)
         settings = self._settings(user_id)
@@ -278,7 +337,7 @@ class MemoryStore:
             events.append(self._refinement_event(refinement, recorded_at))
         if not events:
             return [None] * len(signals)
-        results = self._append(user_id, events)
+        results = self._append(user_id, events, records=records)
         if not learning:
             return [None] * len(signals)
         return [r if isinstance(r, Preference) else None for r in results[: len(signals)]]
@@ -309,7 +368,7 @@ class MemoryStore:
         validate_user_id(user_id)
         if not self._learning(self._settings(user_id)):
             return False
-        self._append(user_id, [event])
+        self._append(user_id, [event], records=False)
         return True
 
     def retrieve_for_injection(
@@ -351,7 +410,9 @@ class MemoryStore:
             result = state.decay_preview(now_ms)
         if result.decayed or result.archived:
             at = format_ts(now_ms)
-            self._append(user_id, [DecayPassEvent(at=at, recorded_at=self._recorded_at())])
+            self._append(
+                user_id, [DecayPassEvent(at=at, recorded_at=self._recorded_at())], records=False
+            )
         return result
 
     def list_preferences(
@@ -415,7 +476,9 @@ class MemoryStore:
             if missing:
                 now = self._recorded_at()
                 self._append(
-                    user_id, [ProjectAnchorEvent(at=now, recorded_at=now, project_id=project)]
+                    user_id,
+                    [ProjectAnchorEvent(at=now, recorded_at=now, project_id=project)],
+                    records=False,
                 )
         if not self._storage.user_exists(user_id):
             self._storage.write_settings(user_id, self._settings(user_id))
@@ -533,7 +596,7 @@ class MemoryStore:
         ]
         new_refs = [e for e in parsed.refinements if e.ref_id not in have_refs]
         if new_records or new_refs:
-            self._append(user_id, [*new_records, *new_refs])
+            self._append(user_id, [*new_records, *new_refs], records=False)
         settings = self._settings(user_id)
         if settings.memory_enabled != parsed.memory_enabled or not self._storage.user_exists(
             user_id
@@ -680,7 +743,9 @@ class MemoryStore:
             else:
                 fresh.append(e)
         if fresh:
-            self._append(user_id, [msgspec.structs.replace(e, seq=0, h="") for e in fresh])
+            self._append(
+                user_id, [msgspec.structs.replace(e, seq=0, h="") for e in fresh], records=False
+            )
         return len(fresh)
 
     def _replace_log(self, user_id: str, events: Sequence[Event]) -> None:

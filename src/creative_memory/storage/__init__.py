@@ -1,6 +1,6 @@
 """Storage backends behind one contract (design.md §6)."""
 
-from .base import EventLogStorage, LogSnapshot, UserSettings
+from .base import Appended, EventLogStorage, LogSnapshot, UserSettings
 from .files import FileStorage
 
-__all__ = ["EventLogStorage", "FileStorage", "LogSnapshot", "UserSettings"]
+__all__ = ["Appended", "EventLogStorage", "FileStorage", "LogSnapshot", "UserSettings"]

@@ -43,6 +43,18 @@ class LogSnapshot(msgspec.Struct, kw_only=True):
     base: str | None = None
 
 
+class Appended(msgspec.Struct, kw_only=True):
+    """What an append stored, and where: the log's ``generation`` and the read positions
+    just before (``start``) and just after (``end``) the new events. A reader whose last
+    read ended at ``start`` in the same generation can fold ``events`` without reading
+    them back (``end`` is then where its next read continues)."""
+
+    events: list[Event]
+    generation: str
+    start: int
+    end: int
+
+
 class EventLogStorage(Protocol):
     """Append-only per-user event log, settings, and derived artefacts."""
 
@@ -72,6 +84,10 @@ class EventLogStorage(Protocol):
     def append(self, user_id: str, events: Sequence[Event]) -> list[Event]:
         """Durably append ``events`` (assigning ``seq`` and ``h``) as one all-or-nothing
         write; returns them as stored. An acknowledged event is durable."""
+        ...
+
+    def append_positioned(self, user_id: str, events: Sequence[Event]) -> Appended:
+        """:meth:`append`, also telling where the events landed (see :class:`Appended`)."""
         ...
 
     def rewrite(self, user_id: str, keep: Callable[[Event], Event | None]) -> int:

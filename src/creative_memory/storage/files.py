@@ -35,7 +35,7 @@ from ..events import CHAIN_GENESIS, Event, decode_event, encode_event, with_chai
 from ..fsutil import atomic_write as atomic_write
 from ..fsutil import fsync_dir as fsync_dir
 from ..fsutil import make_private_dir as make_private_dir
-from .base import LogSnapshot, UserSettings
+from .base import Appended, LogSnapshot, UserSettings
 
 LOG_NAME = "events.jsonl"
 SETTINGS_NAME = "settings.json"
@@ -76,6 +76,12 @@ class FileStorage:
         self.root = Path(root)
         self.cache_capacity = cache_capacity
         self._caches: dict[str, FileDerivationCache] = {}
+        self._lock_keys: dict[str, tuple[str, str]] = {}  # user → (lock key, lock path)
+        self._settings_seen: dict[str, tuple[tuple[int, int, int], UserSettings]] = {}
+        # per user: the log's (inode, size, mtime) after this object's last append, the tail
+        # state at that point (last seq, last chain hash, generation) — reused while the
+        # file is unchanged, so an append does not read the log back (docs/storage.md)
+        self._tails: dict[str, tuple[tuple[int, int, int], int, str, str]] = {}
 
     def describe(self) -> str:
         return str(self.root)
@@ -128,12 +134,20 @@ class FileStorage:
     @contextlib.contextmanager
     def locked(self, user_id: str) -> Iterator[Path]:
         """Hold the user's lock (threads of this process and other processes)."""
-        d = self.ensure_user_dir(user_id)
-        key = str(d.resolve())
+        d = self.user_dir(user_id)
+        known = self._lock_keys.get(user_id)
+        if known is None:
+            d = self.ensure_user_dir(user_id)
+            known = self._lock_keys[user_id] = (str(d.resolve()), str(d / LOCK_NAME))
+        key, lock_path = known
         with _thread_locks_guard:
             tlock = _thread_locks.setdefault(key, threading.Lock())
         with tlock:
-            fd = os.open(d / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+            except FileNotFoundError:  # the directory was removed from outside
+                self.ensure_user_dir(user_id)
+                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 yield d
@@ -275,13 +289,23 @@ class FileStorage:
 
     # -- writes ------------------------------------------------------------------------------
     def append(self, user_id: str, events: Sequence[Event]) -> list[Event]:
+        return self.append_positioned(user_id, events).events
+
+    def append_positioned(self, user_id: str, events: Sequence[Event]) -> Appended:
         if not events:
-            return []
+            return Appended(events=[], generation=self.generation(user_id), start=0, end=0)
         with self.locked(user_id) as d:
             path = d / LOG_NAME
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
             try:
-                last_seq, prev_h = self._prepare_tail(fd, path)
+                st = os.fstat(fd)
+                tail = self._tails.pop(user_id, None)
+                if tail is not None and tail[0] == (st.st_ino, st.st_size, st.st_mtime_ns):
+                    _, last_seq, prev_h, generation = tail
+                    start = st.st_size
+                else:  # first append of this object, or another writer changed the log
+                    last_seq, prev_h, generation = self._prepare_tail(fd, path)
+                    start = os.fstat(fd).st_size
                 out: list[Event] = []
                 chunks: list[bytes] = []
                 for ev in events:
@@ -291,25 +315,36 @@ class FileStorage:
                     out.append(stamped)
                     chunks.append(encode_event(stamped))
                     chunks.append(b"\n")
-                payload = memoryview(b"".join(chunks))
-                while payload:
+                data = b"".join(chunks)
+                payload = memoryview(data)
+                while payload:  # on failure the tail state stays dropped: re-read next time
                     n = os.write(fd, payload)
                     payload = payload[n:]
                 os.fsync(fd)
+                end = start + len(data)
+                after = os.fstat(fd)
+                if after.st_size == end:
+                    self._tails[user_id] = (
+                        (after.st_ino, end, after.st_mtime_ns),
+                        last_seq,
+                        prev_h,
+                        generation,
+                    )
             finally:
                 os.close(fd)
-            return out
+            return Appended(events=out, generation=generation, start=start, end=end)
 
-    def _prepare_tail(self, fd: int, path: Path) -> tuple[int, str]:
+    def _prepare_tail(self, fd: int, path: Path) -> tuple[int, str, str]:
         """Under the lock: write a header into a new log and repair a torn tail. Returns the
-        highest ``seq`` assigned so far and the chain hash of the last event."""
+        highest ``seq`` assigned so far, the chain hash of the last event and the log's
+        generation."""
         size = os.fstat(fd).st_size
         if size == 0:
             header = LogHeader(generation=secrets.token_hex(8))
             os.write(fd, _encoder.encode(header) + b"\n")
             os.fsync(fd)
             fsync_dir(path.parent)
-            return 0, CHAIN_GENESIS
+            return 0, CHAIN_GENESIS, header.generation
         chunk = 4096
         pos = size
         tail = b""
@@ -332,7 +367,8 @@ class FileStorage:
         lines = tail[:-1].split(b"\n")
         last = lines[-1]
         if pos == 0 and len(lines) == 1:  # only the header
-            return self._decode_header(last, path).seq_floor, CHAIN_GENESIS
+            only = self._decode_header(last, path)
+            return only.seq_floor, CHAIN_GENESIS, only.generation
         try:
             ev = decode_event(last)
         except _DECODE_ERRORS as exc:
@@ -342,8 +378,8 @@ class FileStorage:
         # The header's floor covers erased events that were newer than every survivor.
         first = os.pread(fd, 4096, 0)
         header_line = first[: first.find(b"\n")] if b"\n" in first else first
-        floor = self._decode_header(header_line, path).seq_floor
-        return max(ev.seq, floor), ev.h
+        header = self._decode_header(header_line, path)
+        return max(ev.seq, header.seq_floor), ev.h, header.generation
 
     def generation(self, user_id: str) -> str:
         """The log's current generation ("" when there is no log)."""
@@ -357,6 +393,7 @@ class FileStorage:
 
     def rewrite(self, user_id: str, keep: Callable[[Event], Event | None]) -> int:
         with self.locked(user_id) as d:
+            self._tails.pop(user_id, None)
             path = d / LOG_NAME
             opened = self._open_log(user_id)
             if opened is None:
@@ -388,6 +425,7 @@ class FileStorage:
         """Atomically replace the whole log with ``events`` (keeping their ``seq``; the chain
         is recomputed). ``seq_floor`` keeps every number ever used here unusable."""
         with self.locked(user_id) as d:
+            self._tails.pop(user_id, None)
             path = d / LOG_NAME
             floor = 0
             opened = self._open_log(user_id)
@@ -411,13 +449,21 @@ class FileStorage:
     def read_settings(self, user_id: str) -> UserSettings | None:
         path = self.user_dir(user_id) / SETTINGS_NAME
         try:
-            data = path.read_bytes()
+            with open(path, "rb") as f:
+                st = os.fstat(f.fileno())
+                stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+                seen = self._settings_seen.get(user_id)
+                if seen is not None and seen[0] == stamp:  # unchanged (written by rename)
+                    return msgspec.structs.replace(seen[1])
+                data = f.read()
         except FileNotFoundError:
             return None
         try:
-            return _settings_decoder.decode(data)
+            settings = _settings_decoder.decode(data)
         except _DECODE_ERRORS as exc:
             raise StorageError(f"{path}: unreadable settings ({exc})") from exc
+        self._settings_seen[user_id] = (stamp, settings)
+        return msgspec.structs.replace(settings)
 
     def write_settings(self, user_id: str, settings: UserSettings) -> None:
         """Atomically replace the settings."""

@@ -56,7 +56,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
         "pip install 'creative-memory[postgres]'"
     ) from exc
 from ..events import CHAIN_GENESIS, Event, decode_event, encode_event, with_chain
-from .base import LogSnapshot, UserSettings
+from .base import Appended, LogSnapshot, UserSettings
 
 _settings_decoder = msgspec.json.Decoder(UserSettings)
 _encoder = msgspec.json.Encoder()
@@ -402,28 +402,38 @@ class PostgresStorage:
 
     # -- writes ------------------------------------------------------------------------------
     def append(self, user_id: str, events: Sequence[Event]) -> list[Event]:
+        return self.append_positioned(user_id, events).events
+
+    def append_positioned(self, user_id: str, events: Sequence[Event]) -> Appended:
+        """Positions are ``seq`` values, as in :meth:`read_events`: ``start`` is the seq of
+        the last event before the new ones (0 when none), ``end`` the last new seq."""
         if not events:
-            return []
+            return Appended(events=[], generation=self.generation(user_id), start=0, end=0)
         with self._tx(user_id) as conn:
             row = conn.execute(
-                "SELECT u.generation, u.seq_floor, (SELECT e.h FROM cm_events e "
-                "WHERE e.user_id = u.user_id ORDER BY e.seq DESC LIMIT 1) "
-                "FROM cm_users u WHERE u.user_id = %s",
+                "SELECT u.generation, u.seq_floor, last.h, last.seq FROM cm_users u "
+                "LEFT JOIN LATERAL (SELECT e.h, e.seq FROM cm_events e "
+                "WHERE e.user_id = u.user_id ORDER BY e.seq DESC LIMIT 1) last ON true "
+                "WHERE u.user_id = %s",
                 (user_id,),
             ).fetchone()
             if row is None:
+                generation = secrets.token_hex(8)
                 conn.execute(
                     "INSERT INTO cm_users (user_id, generation) VALUES (%s, %s)",
-                    (user_id, secrets.token_hex(8)),
+                    (user_id, generation),
                 )
-                last_seq, prev_h = 0, CHAIN_GENESIS
+                last_seq, prev_h, start = 0, CHAIN_GENESIS, 0
             else:
-                if row[0] is None:  # settings only so far: the log begins now
+                generation = row[0]
+                if generation is None:  # settings only so far: the log begins now
+                    generation = secrets.token_hex(8)
                     conn.execute(
                         "UPDATE cm_users SET generation = %s WHERE user_id = %s",
-                        (secrets.token_hex(8), user_id),
+                        (generation, user_id),
                     )
                 last_seq, prev_h = int(row[1]), row[2] or CHAIN_GENESIS
+                start = int(row[3]) if row[3] is not None else 0
             out: list[Event] = []
             for ev in events:
                 last_seq += 1
@@ -434,7 +444,8 @@ class PostgresStorage:
             conn.execute(
                 "UPDATE cm_users SET seq_floor = %s WHERE user_id = %s", (last_seq, user_id)
             )
-        return out  # committed: durable
+        # committed: durable
+        return Appended(events=out, generation=generation, start=start, end=out[-1].seq)
 
     def rewrite(self, user_id: str, keep: Callable[[Event], Event | None]) -> int:
         with self._tx(user_id) as conn:
