@@ -581,6 +581,7 @@ class Daemon:
             return
         self.closed = True
         report = self.capture.close()
+        self.store.flush()  # reads defer write-back: leave the derivation cache current
         _log(
             logging.INFO,
             "capture_flushed",
