@@ -6,7 +6,7 @@ A fixed, seeded history (plain ``random.Random``, an injected :class:`ManualCloc
 derivation_version=v, clock=...)`` and the public adapter: unary signals of every signal
 type (single- and multi-signal artifacts), pairwise comparisons, decay passes, reversal
 streaks (enough for version 1's reversal ladder and its shadow records), global and project
-scopes, a prototype import (legacy records), a restart that resumes from the derivation
+scopes, a prototype import (legacy records), two restarts that resume from the derivation
 cache, and a project that ignores global memory. For each version the derived output — every
 record (``list_preferences`` → ``to_dict()``), the refinement log, ``retrieve_for_injection``
 (records and diagnostics) and ``build_prompt_block`` for several contexts, plus retrievals and
@@ -41,6 +41,7 @@ import argparse
 import gzip
 import hashlib
 import json
+import os
 import random
 import sys
 import tempfile
@@ -49,6 +50,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import msgspec
 import pytest
@@ -219,7 +221,7 @@ class History:
         r = self.rng.random()
         if r < 0.05:  # an event reported three hours late (out of order)
             return format_ts(self.clock.ms - 3 * 3_600_000)
-        if r < 0.08:  # the same instant with a UTC offset
+        if r < 0.08:  # the same instant, to the second, with a UTC offset
             return format_ts(self.clock.ms + 2 * 3_600_000)[:-5] + "+02:00"
         if r < 0.10:  # seconds precision, "Z"
             return format_ts(self.clock.ms // 1000 * 1000)[:-5] + "Z"
@@ -482,7 +484,12 @@ class Derived(msgspec.Struct, kw_only=True):
 
 
 def derive_history(version: str) -> Derived:
-    with tempfile.TemporaryDirectory(prefix="cm-golden-") as d:
+    # Durability is not under test here (tests/test_storage_durability.py): without fsync
+    # the run does not depend on how busy the disk is.
+    with (
+        mock.patch.object(os, "fsync", lambda fd: None),
+        tempfile.TemporaryDirectory(prefix="cm-golden-") as d,
+    ):
         tmp = Path(d)
         h = History(tmp / "mem", version, tmp)
         h.run()
