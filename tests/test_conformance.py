@@ -21,7 +21,7 @@ def test_all_68_scenarios_present() -> None:
 
 @pytest.mark.skipif(not SHARED.exists(), reason="no ../shared checkout beside the repo")
 def test_vendored_fixtures_match_shared() -> None:
-    for sub in ("conformance", "prototype"):
+    for sub in ("conformance", "prototype", "composer"):
         cmp = filecmp.dircmp(FIXTURES / sub, SHARED / sub)
         assert not cmp.diff_files and not cmp.left_only and not cmp.right_only, sub
 

@@ -32,6 +32,7 @@ from .prompt import (
     build_generation_block,
     build_prompt_block,
     insert_memory_block,
+    insert_memory_block_into_prompt,
     summarize_diagnostics,
 )
 from .redaction import RedactionPolicy
@@ -74,5 +75,6 @@ __all__ = [
     "build_prompt_block",
     "diagnostics_feed_line",
     "insert_memory_block",
+    "insert_memory_block_into_prompt",
     "summarize_diagnostics",
 ]
