@@ -232,7 +232,7 @@ def parse_block(block: str) -> tuple[set[str], set[str]]:
 
 
 # -- one arm -------------------------------------------------------------------------------
-ARMS = ("v1-unary", "v2-pairwise", "v2-unary")
+ARMS = ("v1-unary", "v2-pairwise", "v2-unary", "v3-pairwise")
 
 
 @dataclass
@@ -266,8 +266,8 @@ def score(user: User, block: str) -> Score:
 def run_arm(seed: int, arm: str, cfg: SimConfig, checkpoints: Sequence[int]) -> dict[int, Score]:
     user = make_user(seed, cfg)
     rng = random.Random(seed * 104729 + 7)  # the interaction stream (same for every arm)
-    rec = Recorder("1" if arm == "v1-unary" else "2")
-    pairwise = arm == "v2-pairwise"
+    rec = Recorder(arm.split("-")[0].removeprefix("v"))  # "v3-pairwise" → version "3"
+    pairwise = arm.endswith("-pairwise")
     out: dict[int, Score] = {}
     bias: tuple[set[str], set[str]] = (set(), set())
     for turn in range(1, max(checkpoints) + 1):
@@ -434,12 +434,36 @@ def targets(rows: list[Row]) -> list[tuple[str, bool, str]]:
     return checks
 
 
+def versus(rows: list[Row], new: str, old: str) -> list[str]:
+    """Per checkpoint: ``new`` minus ``old`` on avoid and prefer F1, with the paired SE."""
+    by = {(r.arm, r.n): r for r in rows}
+    out: list[str] = []
+    for n in sorted({r.n for r in rows}):
+        a, b = by.get((new, n)), by.get((old, n))
+        if a is None or b is None:
+            continue
+        da, dp = a.avoid_f1 - b.avoid_f1, a.prefer_f1 - b.prefer_f1
+        sa = paired_se(a.extra["avoid_f1_per_seed"], b.extra["avoid_f1_per_seed"])
+        sp = paired_se(a.extra["prefer_f1_per_seed"], b.extra["prefer_f1_per_seed"])
+        out.append(
+            f"  {new} - {old} at {n:>3}: avoid F1 {da:+.3f} (SE {sa:.3f}), "
+            f"prefer F1 {dp:+.3f} (SE {sp:.3f}), phantoms {a.phantoms - b.phantoms:+.2f}"
+        )
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--seeds", type=int, default=50)
     ap.add_argument("--first-seed", type=int, default=1)
     ap.add_argument("--mode", choices=("open", "closed", "both"), default="both")
     ap.add_argument("--json", type=Path, help="write all rows as JSON here")
+    ap.add_argument(
+        "--arms",
+        default=",".join(ARMS),
+        help="arms to run, comma-separated (v1-unary and v2-pairwise are needed for the "
+        "targets)",
+    )
     ap.add_argument(
         "--checkpoints",
         default=",".join(map(str, CHECKPOINTS)),
@@ -468,12 +492,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     for mode in modes:
         cfg = SimConfig(**{**overrides, "closed_loop": mode == "closed"})
         t0 = time.perf_counter()
-        rows = run(cfg, seeds, checkpoints=checkpoints)
+        arms = [a for a in args.arms.split(",") if a]
+        rows = run(cfg, seeds, arms, checkpoints=checkpoints)
         dt = time.perf_counter() - t0
         print(table(rows, f"== {mode} loop, {len(seeds)} seeds, {dt:.1f} s =="))
-        for name, passed, detail in targets(rows):
-            ok &= passed
-            print(f"  [{'PASS' if passed else 'FAIL'}] {name}: {detail}")
+        if {"v1-unary", "v2-pairwise"} <= set(arms):
+            for name, passed, detail in targets(rows):
+                ok &= passed
+                print(f"  [{'PASS' if passed else 'FAIL'}] {name}: {detail}")
+        for line in versus(rows, "v3-pairwise", "v2-pairwise"):
+            print(line)
         print()
         report[mode] = {"config": asdict(cfg), "rows": [asdict(r) for r in rows]}
     if args.json:

@@ -169,6 +169,13 @@ class DerivedState:
         out.last_derived_event_seq = self.last_seq
         return out
 
+    def report(self, rec: Preference) -> Preference:
+        """What an append returns for a record its event touched (right after the batch
+        when :attr:`records_per_event` is False). By default the current record; a version
+        whose records need a fit may return a provisional one instead, so that an append
+        never fits (docs/performance.md, "Lazy on read")."""
+        return self.export_record(rec)
+
     # -- persistence (for the derivation cache) ----------------------------------------------
     def dump(self) -> bytes:
         """Serialise the whole state (records, refinement log, counters) to JSON bytes."""
@@ -235,6 +242,12 @@ class DerivedState:
         elif isinstance(event, ComparisonEvent):
             pass  # version 1 has no pairwise evidence
         return None
+
+    def fold(self, events: Iterable[Event]) -> None:
+        """Fold ``events`` when nothing needs what each one touched (a version may do it
+        faster than one :meth:`apply` per event; the state is the same)."""
+        for ev in events:
+            self.apply(ev)
 
     def _new_id(self, prefix: str, seq: int) -> str:
         seed = f"{prefix}{seq}"

@@ -177,7 +177,7 @@ def _noise_class(kind: str) -> str:
     return str(V2_TABLE["kinds"][kind]["noise"])
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1 << 16)
 def _content_id(bucket: str | None, key: FeatureKey, polarity: str) -> str:
     seed = f"v2\0{bucket or ''}\0{key[0]}\0{key[1]}\0{polarity}"
     n = int.from_bytes(hashlib.sha256(seed.encode()).digest()[:8], "big")
@@ -204,9 +204,27 @@ class _Feature:
     decay_steps: int = 0
     archived: bool = False
 
+    # (events, decay_at_ms) → the record fields that depend on the bookkeeping only
+    _summary: tuple[tuple[int, int], tuple[Any, ...]] | None = field(
+        default=None, repr=False, compare=False
+    )
+
     @property
     def decay_at(self) -> str:
         return format_ts(self.decay_at_ms) if self.last_seen else ""
+
+    def summary(self) -> tuple[list[str], int, int, list[str], str]:
+        """``(sources, accept_count, reject_count, explicit_tags, decay_at)`` of the
+        feature's record, kept until its bookkeeping changes (every change of counts, tags
+        or times also changes ``events`` or ``decay_at_ms``)."""
+        stamp = (self.events, self.decay_at_ms)
+        if self._summary is None or self._summary[0] != stamp:
+            pos = sum(v[0] for v in self.counts.values())
+            neg = sum(v[1] for v in self.counts.values())
+            sources = [k for k in _KINDS if k in self.counts]
+            self._summary = (stamp, (sources, pos, neg, sorted(self.tags), self.decay_at))
+        sources, pos, neg, tags, decay_at = self._summary[1]
+        return list(sources), pos, neg, list(tags), decay_at
 
     def dump(self) -> dict[str, Any]:
         return {
@@ -509,16 +527,44 @@ class _Model:
         return m
 
 
+#: What a signal's :meth:`DerivedStateV2.apply` returns inside ``fold()`` (never handed out).
+_QUIET: Final = Preference(
+    id="",
+    preference_type="",
+    pattern="",
+    polarity="positive",
+    signal_strength=0.0,
+    confidence="low",
+    sources=[],
+    accept_count=0,
+    reject_count=0,
+    explicit_tags=[],
+    last_seen="",
+    decay_at="",
+    scope="global",
+    reversal_signals=0,
+    reversal_first_seen=None,
+    polarity_status="stable",
+    shadow_of=None,
+    derivation_version="",
+    source_event_count=0,
+    last_derived_event_seq=0,
+)
+
+
 class DerivedStateV2(DerivedState):
     """Version 2 state: per-bucket models; records are materialised lazily from the fit."""
 
     records_per_event = False
+    #: The bucket model (statistics and fit); a later version may fit differently.
+    model_class: type[_Model] = _Model
 
     def __init__(self, version: str) -> None:
         super().__init__(version)
         self._models: dict[str | None, _Model] = {}
         self._row: tuple[tuple[Any, ...], str | None, list[tuple[int, int]]] | None = None
         self._stale = False
+        self._quiet = False  # inside fold(): apply returns no records
 
     # -- lazy materialisation: every read path refreshes the records first ----------------
     def materialize(self) -> None:
@@ -577,13 +623,22 @@ class DerivedStateV2(DerivedState):
     def _load_extra(self, extra: Any) -> None:
         if not extra:
             return
-        self._models = {b: _Model.load(m) for b, m in extra["models"]}
+        self._models = {b: self.model_class.load(m) for b, m in extra["models"]}
         row = extra.get("row")
         if row is not None:
             self._row = (tuple(row[0]), row[1], [(int(c), int(x)) for c, x in row[2]])
         self._stale = True
 
     # -- the fold ------------------------------------------------------------------------
+    def fold(self, events: Iterable[Event]) -> None:
+        """Fold without building the records :meth:`apply` returns for signals."""
+        self._quiet = True
+        try:
+            for ev in events:
+                self.apply(ev)
+        finally:
+            self._quiet = False
+
     def apply(self, event: Event) -> Preference | Refinement | None:
         if not isinstance(event, SignalEvent):
             self._row = None  # a signal row never spans another event
@@ -595,7 +650,7 @@ class DerivedStateV2(DerivedState):
     def _model(self, bucket_id: str | None) -> _Model:
         m = self._models.get(bucket_id)
         if m is None:
-            m = self._models[bucket_id] = _Model()
+            m = self._models[bucket_id] = self.model_class()
             super()._bucket_for(bucket_id)  # keep bucket order = first evidence
         return m
 
@@ -653,6 +708,8 @@ class DerivedStateV2(DerivedState):
             f.tags.add(ev.tag_text)
         self._touch(f, ev.at)
         self._stale = True
+        if self._quiet:
+            return _QUIET
         return self._stub(bucket_id, key, ev)
 
     def _apply_comparison(self, ev: ComparisonEvent) -> Preference | None:
@@ -806,8 +863,7 @@ class DerivedStateV2(DerivedState):
             cu, cr = fit.unary[f.col], fit.reinforcing[f.col]
             contested = cu * cr < 0 and min(abs(cu), abs(cr)) >= contest
             status = "archived" if f.archived else ("under_review" if contested else "stable")
-            pos = sum(v[0] for v in f.counts.values())
-            neg = sum(v[1] for v in f.counts.values())
+            sources, pos, neg, tags, decay_at = f.summary()
             out.append(
                 Preference(
                     id=_content_id(bucket_id, key, polarity),
@@ -816,12 +872,12 @@ class DerivedStateV2(DerivedState):
                     polarity=polarity,
                     signal_strength=strength,
                     confidence=confidence_of(strength),
-                    sources=[k for k in _KINDS if k in f.counts],
+                    sources=sources,
                     accept_count=pos,
                     reject_count=neg,
-                    explicit_tags=sorted(f.tags),
+                    explicit_tags=tags,
                     last_seen=f.last_seen,
-                    decay_at=f.decay_at,
+                    decay_at=decay_at,
                     scope=scope,
                     reversal_signals=0,
                     reversal_first_seen=None,

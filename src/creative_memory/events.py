@@ -176,6 +176,11 @@ def decode_event(line: bytes | str) -> Event:
     return _decoder.decode(line)
 
 
+def decode_event_lines(data: bytes) -> list[Event]:
+    """Every event of newline-delimited ``data`` (one call; raises on any bad line)."""
+    return _decoder.decode_lines(data)
+
+
 Polarity = Literal["positive", "negative"]
 
 

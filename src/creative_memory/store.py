@@ -20,7 +20,10 @@ from typing import Any
 
 import msgspec
 
-from . import derivation_v2  # noqa: F401  (registers derivation version "2")
+from . import (
+    derivation_v2,  # noqa: F401  (registers derivation version "2")
+    derivation_v3,  # noqa: F401  (registers derivation version "3")
+)
 from .archive import decode_archive, encode_archive, event_identity
 from .cache import DEFAULT_CACHE_CAPACITY, cache_key
 from .constants import DERIVATION_VERSION
@@ -154,29 +157,38 @@ class MemoryStore:
     def _learning(self, settings: UserSettings) -> bool:
         return settings.memory_enabled and not self._is_paused(settings)
 
-    def _cold_start(self, user_id: str) -> tuple[_Memo, LogSnapshot]:
-        """A memo for the newest cached prefix of the log, plus the events after it."""
+    def _cold_start(
+        self, user_id: str, want_seqs: Sequence[int]
+    ) -> tuple[_Memo, LogSnapshot, dict[int, Preference | Refinement | None]]:
+        """A memo for the newest cached prefix of the log, the events after it still to
+        fold, and (when nothing usable is cached) what the events in ``want_seqs`` touched:
+        a derivation from scratch streams the log into the state, a chunk at a time."""
         keys = self._storage.cache_keys(user_id)
         v = self.derivation_version
         if keys:
             snap = self._storage.read_after_cached(user_id, lambda h: cache_key(h, v) in keys)
-        else:  # nothing cached: no need to look for a cached prefix
-            snap = self._storage.read_events(user_id)
-        state: DerivedState | None = None
-        if snap.base is not None:
-            data = self._storage.cache_get(user_id, cache_key(snap.base, v))
-            if data is not None:
-                with contextlib.suppress(ValueError, msgspec.DecodeError):
-                    loaded = DerivedState.load(data)
-                    if loaded.version == v:
-                        state = loaded
-            if state is None:  # entry vanished or unreadable: derive from scratch
-                snap = self._storage.read_events(user_id)
-                snap.base = None
-        base = snap.base or ""
-        # written="" so the first read refreshes the snapshot (it may show another version)
-        memo = _Memo(state or new_state(v), snap.generation, snap.end, base, "")
-        return memo, snap
+            if snap.base is not None:
+                data = self._storage.cache_get(user_id, cache_key(snap.base, v))
+                if data is not None:
+                    with contextlib.suppress(ValueError, msgspec.DecodeError):
+                        state = DerivedState.load(data)
+                        if state.version == v:
+                            # written="" so the first read refreshes the snapshot (it may
+                            # show another version)
+                            memo = _Memo(state, snap.generation, snap.end, snap.base, "")
+                            return memo, snap, {}
+        # nothing usable cached (or the entry vanished or is unreadable): from scratch
+        memo = _Memo(new_state(v), "", 0, "", "")
+        touched: dict[int, Preference | Refinement | None] = {}
+        later: list[tuple[int, Preference]] = []
+
+        def fold(events: list[Event]) -> None:
+            touched.update(self._fold(memo, events, want_seqs, later))
+
+        snap = self._storage.read_events(user_id, sink=fold)
+        self._report(memo, later, touched)
+        memo.generation, memo.end = snap.generation, snap.end
+        return memo, snap, touched
 
     def _refresh(
         self, user_id: str, want_seqs: Sequence[int] = (), *, write_back: bool = False
@@ -196,10 +208,15 @@ class MemoryStore:
                 )
                 if not snap.resumed:
                     memo = None
+            touched: dict[int, Preference | Refinement | None] = {}
             if memo is None or snap is None:
-                memo, snap = self._cold_start(user_id)
+                memo, snap, touched = self._cold_start(user_id, want_seqs)
                 self._memo[user_id] = memo
-            touched = self._fold(memo, snap.events, want_seqs)
+            try:
+                touched.update(self._fold(memo, snap.events, want_seqs))
+            except BaseException:  # a half-folded state must not be reused
+                self._memo.pop(user_id, None)
+                raise
             memo.end = snap.end
             state = memo.state
             state.materialize()
@@ -214,28 +231,46 @@ class MemoryStore:
 
     @staticmethod
     def _fold(
-        memo: _Memo, events: Sequence[Event], want_seqs: Sequence[int]
+        memo: _Memo,
+        events: Sequence[Event],
+        want_seqs: Sequence[int],
+        later: list[tuple[int, Preference]] | None = None,
     ) -> dict[int, Preference | Refinement | None]:
         """Fold ``events`` into the memo's state; for each seq in ``want_seqs``, a copy of
-        what that event touched (see :meth:`_refresh`)."""
+        what that event touched (see :meth:`_refresh`). A version that reports records
+        after the whole batch (``records_per_event`` False) reports them at the end of this
+        call — or, when the caller passes ``later``, leaves them there for the caller to
+        report once every chunk of the batch is folded (:meth:`_report`)."""
         touched: dict[int, Preference | Refinement | None] = {}
         wanted = set(want_seqs)
         state = memo.state
-        later: list[tuple[int, Preference]] = []  # exported after the batch
+        pending: list[tuple[int, Preference]] = [] if later is None else later
+        if not wanted and events:  # nothing to report: the state's bulk fold
+            state.fold(events)
+            memo.head = events[-1].h
+            memo.unwritten += len(events)
+            return touched
         for ev in events:
             rec = state.apply(ev)
             memo.head = ev.h
             memo.unwritten += 1
             if ev.seq in wanted:
                 if isinstance(rec, Preference) and not state.records_per_event:
-                    later.append((ev.seq, rec))
+                    pending.append((ev.seq, rec))
                 else:
-                    touched[ev.seq] = (
-                        state.export_record(rec) if isinstance(rec, Preference) else rec
-                    )
-        for seq, rec in later:
-            touched[seq] = state.export_record(rec)
+                    touched[ev.seq] = state.report(rec) if isinstance(rec, Preference) else rec
+        if later is None:
+            MemoryStore._report(memo, pending, touched)
         return touched
+
+    @staticmethod
+    def _report(
+        memo: _Memo,
+        later: list[tuple[int, Preference]],
+        touched: dict[int, Preference | Refinement | None],
+    ) -> None:
+        for seq, rec in later:
+            touched[seq] = memo.state.report(rec)
 
     def _write_back(self, user_id: str, memo: _Memo) -> None:
         """Persist the memo's state in the cache and the human-readable snapshot (the
@@ -294,7 +329,11 @@ class MemoryStore:
                     and memo.generation == appended.generation
                     and memo.end == appended.start
                 ):
-                    touched = self._fold(memo, appended.events, seqs if records else ())
+                    try:
+                        touched = self._fold(memo, appended.events, seqs if records else ())
+                    except BaseException:  # a half-folded state must not be reused
+                        self._memo.pop(user_id, None)
+                        raise
                     memo.end = appended.end
                 elif records:
                     _, touched = self._refresh(user_id, seqs)

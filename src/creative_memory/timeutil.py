@@ -135,10 +135,20 @@ def add_days_ts(text: str, k: int) -> str:
     return format_ts(ts_to_ms(text) + k * MS_PER_DAY)
 
 
+_DAYS_CACHE: dict[str, int] = {}
+
+
 def ts_to_ms(text: str) -> int:
-    """Epoch ms of a timestamp already known to be valid (normalised or not)."""
+    """Epoch ms of a timestamp already known to be valid (normalised or not). The day
+    number of a normalised date is memoised (a log has many events per day)."""
     if _NORMALISED_RE.fullmatch(text):
-        days = _days_from_civil(int(text[0:4]), int(text[5:7]), int(text[8:10]))
+        date = text[:10]
+        days = _DAYS_CACHE.get(date)
+        if days is None:
+            days = _days_from_civil(int(text[0:4]), int(text[5:7]), int(text[8:10]))
+            if len(_DAYS_CACHE) > 4096:
+                _DAYS_CACHE.clear()
+            _DAYS_CACHE[date] = days
         return (
             ((days * 24 + int(text[11:13])) * 60 + int(text[14:16])) * 60 + int(text[17:19])
         ) * 1000 + int(text[20:23])

@@ -70,9 +70,17 @@ class EventLogStorage(Protocol):
 
     # -- the log ---------------------------------------------------------------------------
     def read_events(
-        self, user_id: str, *, generation: str | None = None, start: int = 0
+        self,
+        user_id: str,
+        *,
+        generation: str | None = None,
+        start: int = 0,
+        sink: Callable[[list[Event]], None] | None = None,
     ) -> LogSnapshot:
-        """Events from ``start`` when ``generation`` still matches, else the whole log."""
+        """Events from ``start`` when ``generation`` still matches, else the whole log.
+
+        With ``sink`` the events are handed to it in order, a bounded chunk at a time, and
+        the snapshot's ``events`` is empty: memory stays bounded however long the log."""
         ...
 
     def read_after_cached(self, user_id: str, is_cached: Callable[[str], bool]) -> LogSnapshot:

@@ -31,7 +31,14 @@ import msgspec
 
 from ..cache import DEFAULT_CACHE_CAPACITY, FileDerivationCache
 from ..errors import StorageError
-from ..events import CHAIN_GENESIS, Event, decode_event, encode_event, with_chain
+from ..events import (
+    CHAIN_GENESIS,
+    Event,
+    decode_event,
+    decode_event_lines,
+    encode_event,
+    with_chain,
+)
 from ..fsutil import atomic_write as atomic_write
 from ..fsutil import fsync_dir as fsync_dir
 from ..fsutil import make_private_dir as make_private_dir
@@ -42,6 +49,7 @@ SETTINGS_NAME = "settings.json"
 SNAPSHOT_NAME = "snapshot.json"
 LOCK_NAME = ".lock"
 LOG_FORMAT_VERSION = 1
+READ_CHUNK = 1 << 20  # bytes of the log decoded at a time
 
 
 class LogHeader(msgspec.Struct, kw_only=True, tag_field="kind", tag="header"):
@@ -209,26 +217,51 @@ class FileStorage:
             f.close()
             raise
 
+    def _decode_chunk(self, data: bytes, path: Path) -> list[Event]:
+        """The events of ``data`` in one call; on a bad line, the per-line decoder names it."""
+        try:
+            return decode_event_lines(data)
+        except _DECODE_ERRORS:
+            return self._decode_lines(data, path, 0)
+
     def read_events(
-        self, user_id: str, *, generation: str | None = None, start: int = 0
+        self,
+        user_id: str,
+        *,
+        generation: str | None = None,
+        start: int = 0,
+        sink: Callable[[list[Event]], None] | None = None,
     ) -> LogSnapshot:
         path = self.user_dir(user_id) / LOG_NAME
         opened = self._open_with_header(path)
         if opened is None:
             return LogSnapshot(events=[], generation="", end=0)
         f, first, header = opened
+        events: list[Event] = []
         with f:
             resumed = generation == header.generation and start >= len(first)
             if not resumed:
                 start = len(first)
             f.seek(start)
-            data = f.read()
-        last_nl = data.rfind(b"\n")
-        body = data[:last_nl] if last_nl >= 0 else b""
-        events = self._decode_lines(body, path, 0)
-        return LogSnapshot(
-            events=events, generation=header.generation, end=start + last_nl + 1, resumed=resumed
-        )
+            end = start
+            carry = b""
+            while True:  # bounded chunks; a torn final line stays in `carry`, ignored
+                block = f.read(READ_CHUNK)
+                if not block:
+                    break
+                data = carry + block if carry else block
+                nl = data.rfind(b"\n")
+                if nl < 0:
+                    carry = data
+                    continue
+                chunk = self._decode_chunk(data[:nl], path)
+                carry = data[nl + 1 :]
+                end += nl + 1
+                if sink is None:
+                    events.extend(chunk)
+                else:
+                    sink(chunk)
+        return LogSnapshot(events=events, generation=header.generation, end=end, resumed=resumed)
 
     def read_after_cached(self, user_id: str, is_cached: Callable[[str], bool]) -> LogSnapshot:
         """Read the log backwards from its end until an event whose chain hash is cached,
@@ -274,7 +307,7 @@ class FileStorage:
                 raise StorageError(f"{path}: internal error reading the log")
             body = buf[cut - buf_start : end - 1 - buf_start] if end - 1 > cut else b""
         return LogSnapshot(
-            events=self._decode_lines(body, path, 0),
+            events=self._decode_chunk(body, path) if body else [],
             generation=header.generation,
             end=end,
             base=base,

@@ -58,6 +58,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
 from ..events import CHAIN_GENESIS, Event, decode_event, encode_event, with_chain
 from .base import Appended, LogSnapshot, UserSettings
 
+_SINK_CHUNK = 4096  # events per call of a read_events sink
+
 _settings_decoder = msgspec.json.Decoder(UserSettings)
 _encoder = msgspec.json.Encoder()
 _DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError)
@@ -323,7 +325,12 @@ class PostgresStorage:
         return sorted(names)
 
     def read_events(
-        self, user_id: str, *, generation: str | None = None, start: int = 0
+        self,
+        user_id: str,
+        *,
+        generation: str | None = None,
+        start: int = 0,
+        sink: Callable[[list[Event]], None] | None = None,
     ) -> LogSnapshot:
         """``end`` is the ``seq`` of the last event read (the position to continue from):
         within one generation events are only ever appended with higher ``seq``. One
@@ -343,6 +350,10 @@ class PostgresStorage:
         resumed = bool(rows[0][1])
         events = [self._decode(user_id, seq, line) for _, _, seq, line in rows if seq is not None]
         end = events[-1].seq if events else (start if resumed else 0)
+        if sink is not None:  # decoded in one go here; handed on in chunks all the same
+            for i in range(0, len(events), _SINK_CHUNK):
+                sink(events[i : i + _SINK_CHUNK])
+            events = []
         return LogSnapshot(events=events, generation=current, end=end, resumed=resumed)
 
     def read_after_cached(self, user_id: str, is_cached: Callable[[str], bool]) -> LogSnapshot:

@@ -1,0 +1,450 @@
+"""Derivation version ``"3"``: version 2's model with a fit that scales (docs/performance.md).
+
+Version 2 (``derivation_v2``) fits one spike-and-slab paired-comparison model per bucket by
+inverting the dense ``n × n`` normal matrix (``n`` = intercept + features + type levels) in
+every EM step: O(n³) per step, seconds for a rich vocabulary. Version 3 keeps version 2's
+model, weighting table, statistics, records and explanations, and changes only how the
+fit is computed:
+
+* **Sparse operator.** The normal matrix ``M = E A Eᵀ + Λ`` is never formed: ``A`` (the
+  stored ``Σ w·xᵢ·xⱼ``) is applied as a sparse matrix and the type-level map ``E`` as a
+  scatter/gather, so one product costs O(nnz(A) + n).
+* **Conjugate gradients.** Each EM step solves ``M β = b`` by Jacobi-preconditioned
+  conjugate gradients, warm-started from the previous step's β, to a relative residual of
+  ``CG_TOLERANCE`` (a fixed rule: the result is a pure function of the statistics).
+* **Effective parameters.** The residual variance's degrees of freedom,
+  ``p_eff = n − Σᵢ Λᵢ [M⁻¹]ᵢᵢ``, need the whole diagonal of ``M⁻¹`` in every EM step;
+  version 3 uses the first two terms of its Neumann series,
+  ``[M⁻¹]ᵢᵢ ≈ 1/Mᵢᵢ + Σ_{j≠i} Mᵢⱼ² / (Mᵢᵢ² Mⱼⱼ)`` (O(nnz)). This is the one modelling
+  difference from version 2; on the taste-recovery benchmark it is within noise of the
+  exact trace (docs/quality.md).
+* **Variances only where they matter.** A record's strength is
+  ``clamp((|β| − z·sd) / full_effect, 0, 1)`` with ``sd² = σ² [M⁻¹]_ff``. Since
+  ``[M⁻¹]_ff ≥ 1 / M_ff``, a feature with ``|β| ≤ z·σ / √M_ff`` has strength 0 whatever
+  its exact variance; only the other features (the few that carry evidence) get the exact
+  ``[M⁻¹]_ff`` — by solving ``M x = e_f`` for all of them at once. ``explain`` computes the
+  exact variance of any feature on demand.
+
+The cost of a fit is O(iterations × (nnz(A) + n)) — about linear in the evidence — instead
+of O(n³). An append never fits: the record it returns is provisional (the event's counts,
+tags and times on the estimate of the last fit); the next read fits (lazily, once).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .derivation import DerivedState, register_version
+from .derivation_v2 import (
+    _KINDS,
+    V2_TABLE,
+    DerivedStateV2,
+    _content_id,
+    _Fit,
+    _is_reinforcing,
+    _Model,
+    _noise_class,
+)
+from .models import Preference
+
+VERSION: Final = "3"
+
+#: Conjugate gradients stop at ``‖r‖ ≤ CG_TOLERANCE · ‖b‖`` (or after ``CG_MAX_STEPS``).
+CG_TOLERANCE: Final = 1e-12
+CG_MAX_STEPS: Final = 1000
+
+
+def _class_arrays(model: _Model, lookup: Any) -> dict[str, tuple[Any, Any, Any]]:
+    """Each noise class's ``A`` as symmetric coordinate arrays (rows, cols, values) over
+    the canonical positions (``lookup``: column → position)."""
+    import numpy as np
+
+    out: dict[str, tuple[Any, Any, Any]] = {}
+    for c in sorted(model.nrows):
+        xx = model.xx.get(c, {})
+        m = len(xx)
+        ij = np.fromiter((k for pair in xx for k in pair), dtype=np.int64, count=2 * m)
+        ij = lookup[ij].reshape(m, 2) if m else np.zeros((0, 2), dtype=np.int64)
+        vals = np.fromiter(xx.values(), dtype=np.float64, count=m)
+        off = ij[:, 0] != ij[:, 1]
+        rows = np.concatenate([ij[:, 0], ij[off, 1]])
+        cols = np.concatenate([ij[:, 1], ij[off, 0]])
+        out[c] = (rows, cols, np.concatenate([vals, vals[off]]))
+    return out
+
+
+class _Operator:
+    """``M = E A Eᵀ + Λ`` of one bucket, applied without forming it (numpy arrays).
+
+    ``A = Σ_c ω_c A_c`` over the classes' coordinate arrays; ``ftype`` maps a feature's
+    position to its type level's position (or -1)."""
+
+    def __init__(
+        self,
+        parts: Mapping[str, tuple[Any, Any, Any]],
+        omega: Mapping[str, float],
+        ftype: Any,
+        n0: int,
+        n: int,
+    ) -> None:
+        import numpy as np
+
+        self.n0, self.n = n0, n
+        self.ftype = ftype
+        self.has = np.flatnonzero(ftype >= 0)
+        classes = sorted(c for c in omega if c in parts)
+        if classes:
+            self.rows = np.concatenate([parts[c][0] for c in classes])
+            self.cols = np.concatenate([parts[c][1] for c in classes])
+            self.vals = np.concatenate([omega[c] * parts[c][2] for c in classes])
+        else:
+            self.rows = self.cols = np.zeros(0, dtype=np.int64)
+            self.vals = np.zeros(0)
+        # diag(E A Eᵀ): features and intercept from A's diagonal; a type level sums the
+        # block of its patterns
+        g = np.zeros(n)
+        diag = self.rows == self.cols
+        g[:n0] = np.bincount(self.rows[diag], weights=self.vals[diag], minlength=n0)
+        if n > n0 and len(self.rows):
+            tr = ftype[self.rows]
+            tc = ftype[self.cols]
+            same = (tr >= 0) & (tr == tc)
+            g[n0:] += np.bincount(tr[same] - n0, weights=self.vals[same], minlength=n - n0)
+        self.gram_diag = g
+        self.prior = np.zeros(n)
+        self.steps = 0  # conjugate-gradient steps taken (for benchmarks)
+        self._off: tuple[Any, Any, Any] | None = None
+
+    def gram(self, v: Any) -> Any:
+        """``E A Eᵀ v`` for a vector ``v`` (length n) or a matrix (n × k)."""
+        import numpy as np
+
+        if v.ndim == 2:
+            return np.stack([self.gram(v[:, k]) for k in range(v.shape[1])], axis=1)
+        n0 = self.n0
+        u = v[:n0].copy()
+        if len(self.has):
+            u[self.has] += v[self.ftype[self.has]]
+        w = np.bincount(self.rows, weights=self.vals * u[self.cols], minlength=n0)
+        out = np.zeros(self.n)
+        out[:n0] = w
+        if self.n > n0 and len(self.has):
+            t = self.ftype[self.has] - n0
+            out[n0:] = np.bincount(t, weights=w[self.has], minlength=self.n - n0)
+        return out
+
+    def inverse_diagonal(self) -> Any:
+        """An estimate of ``diag(M⁻¹)`` at the current precisions: the first two terms of
+        the Neumann series, ``1/Mᵢᵢ + Σ_{j≠i} Mᵢⱼ² / (Mᵢᵢ² Mⱼⱼ)``, over the off-diagonal
+        entries of the extended matrix (features, intercept and type levels)."""
+        import numpy as np
+
+        if self._off is None:
+            self._off = self._off_diagonal()
+        rows, cols, vals = self._off
+        m = self.gram_diag + self.prior
+        second = np.bincount(rows, weights=vals * vals / m[cols], minlength=self.n)
+        return 1.0 / m + second / (m * m)
+
+    def _off_diagonal(self) -> tuple[Any, Any, Any]:
+        """The off-diagonal entries of ``E A Eᵀ`` as unique coordinates: ``A``'s own, and
+        those through the type levels (a level is the sum of its patterns' columns)."""
+        import numpy as np
+
+        r, c, v = self.rows, self.cols, self.vals
+        tr, tc = self.ftype[r], self.ftype[c]
+        to_level, from_level = tc >= 0, tr >= 0
+        both = to_level & from_level
+        rows = np.concatenate([r, r[to_level], tr[from_level], tr[both]])
+        cols = np.concatenate([c, tc[to_level], c[from_level], tc[both]])
+        vals = np.concatenate([v, v[to_level], v[from_level], v[both]])
+        keys, where = np.unique(rows * self.n + cols, return_inverse=True)
+        sums = np.bincount(where, weights=vals)
+        ur, uc = keys // self.n, keys % self.n
+        off = ur != uc
+        return ur[off], uc[off], sums[off]
+
+    def apply(self, v: Any) -> Any:
+        """``M v`` at the current prior precisions."""
+        if v.ndim == 1:
+            return self.gram(v) + self.prior * v
+        return self.gram(v) + self.prior[:, None] * v
+
+    def solve(self, b: Any, x0: Any | None = None) -> Any:
+        """``M⁻¹ b`` by Jacobi-preconditioned conjugate gradients, from ``x0`` (default 0);
+        ``b`` may be a matrix, whose columns are solved one by one."""
+        import numpy as np
+
+        if b.ndim == 2:
+            return np.stack([self.solve(b[:, k]) for k in range(b.shape[1])], axis=1)
+        inv_d = 1.0 / (self.gram_diag + self.prior)
+        x = np.zeros(self.n) if x0 is None else x0.copy()
+        r = b - self.apply(x) if x0 is not None else b.copy()
+        limit = CG_TOLERANCE * CG_TOLERANCE * float(b @ b)
+        z = inv_d * r
+        p = z.copy()
+        rz = float(r @ z)
+        steps = 0
+        while float(r @ r) > limit and steps < CG_MAX_STEPS:
+            q = self.gram(p) + self.prior * p
+            pq = float(p @ q)
+            if pq <= 0.0:
+                break
+            alpha = rz / pq
+            x += alpha * p
+            r -= alpha * q
+            z = inv_d * r
+            rz_new = float(r @ z)
+            p = z + (rz_new / rz) * p
+            rz = rz_new
+            steps += 1
+        self.steps += steps
+        return x
+
+
+class _Variances(dict[int, float]):
+    """Exact variances of the features that need them; for any other feature, the lower
+    bound ``σ² / M_ff`` (at which its strength is 0 anyway — see the module docstring)."""
+
+    def __init__(self, bound: Mapping[int, float]) -> None:
+        super().__init__()
+        self.bound = dict(bound)
+
+    def __missing__(self, col: int) -> float:
+        return self.bound[col]
+
+
+@dataclass
+class _FitV3(_Fit):
+    """Version 2's fit record without the dense inverse: the operator solves on demand."""
+
+    operator: Any = None
+
+    def variance(self, col: int) -> float:
+        """The exact ``σ² [M⁻¹]_ff`` of column ``col`` (computed once, then kept)."""
+        if dict.__contains__(self.var, col):
+            return self.var[col]
+        value = self.sigma2 * float(self.inverse_row(col)[self.pos[col]])
+        self.var[col] = value
+        return value
+
+    def inverse_row(self, col: int) -> Any:
+        """Row ``col`` of ``M⁻¹`` (one solve)."""
+        import numpy as np
+
+        e = np.zeros(self.operator.n)
+        e[self.pos[col]] = 1.0
+        return self.operator.solve(e)
+
+
+class _ModelV3(_Model):
+    """Version 2's statistics, fitted with the sparse operator and conjugate gradients."""
+
+    def solve(self) -> _Fit:
+        if self.fit is not None:
+            return self.fit
+        import numpy as np
+
+        table = V2_TABLE
+        feats = sorted((k, f.col) for k, f in self.features.items())
+        seen: dict[str, int] = {}
+        for k, _ in feats:
+            seen[k[0]] = seen.get(k[0], 0) + 1
+        types = sorted(t for t, count in seen.items() if count > 1)
+        tpos = {t: i for i, t in enumerate(types)}
+        order = [0] + [c for _, c in feats]
+        pos = {c: p for p, c in enumerate(order)}
+        n0 = len(order)
+        n = n0 + len(types)
+        ftype = np.full(n0, -1, dtype=np.int64)
+        for p, (k, _) in enumerate(feats, start=1):
+            if k[0] in tpos:
+                ftype[p] = n0 + tpos[k[0]]
+        lookup = np.zeros(len(self.keys), dtype=np.int64)
+        lookup[order] = np.arange(n0)
+        parts = _class_arrays(self, lookup)
+        classes = sorted(self.nrows)
+        b_kind = {kind: self._extend_v3(vec, pos, ftype, n0, n) for kind, vec in self.xy.items()}
+        b_c = {c: np.zeros(n) for c in classes}
+        for kind, vb in b_kind.items():
+            b_c[_noise_class(kind)] += vb
+        nu0 = float(table["sigma_prior_rows"])
+        s0 = float(table["sigma_prior"])
+        # pass 1: every class at its table weight; its residuals give each class's variance
+        ones = dict.fromkeys(classes, 1.0)
+        op1 = _Operator(parts, ones, ftype, n0, n)
+        beta1 = self._emvs_v3(op1, b_c, ones, n0, n, s0)[0]
+        noise: dict[str, float] = {}
+        for c in classes:
+            op_c = _Operator(parts, {c: 1.0}, ftype, n0, n)
+            rss = float(self.yy[c]) - 2.0 * float(beta1 @ b_c[c]) + float(beta1 @ op_c.gram(beta1))
+            noise[c] = (max(rss, 0.0) + nu0 * s0) / (self.nrows[c] + nu0)
+        # pass 2: each class weighted by the inverse of its residual variance
+        omega = {c: 1.0 / noise[c] for c in classes}
+        op = _Operator(parts, omega, ftype, n0, n)
+        beta_v, sigma2, slab, prior = self._emvs_v3(op, b_c, omega, n0, n, 1.0)
+        op.prior = prior
+        unary_b = np.zeros(n)
+        reinf_b = np.zeros(n)
+        for kind, vb in b_kind.items():
+            if _is_reinforcing(kind):
+                reinf_b += omega[_noise_class(kind)] * vb
+            else:
+                unary_b += omega[_noise_class(kind)] * vb
+        both = op.solve(np.stack([unary_b, reinf_b], axis=1))
+        bu, br = both[:, 0], both[:, 1]
+        # exact variances for the features whose strength can be above 0 (module docstring)
+        z_min = min(float(table["z_positive"]), float(table["z_negative"]))
+        m_diag = op.gram_diag + prior
+        bound = np.sqrt(sigma2 / m_diag)
+        need = [p for p in range(1, n0) if abs(beta_v[p]) > z_min * bound[p]]
+        var = _Variances({c: sigma2 / float(m_diag[pos[c]]) for c in order})
+        if need:
+            rhs = np.zeros((n, len(need)))
+            rhs[need, np.arange(len(need))] = 1.0
+            sol = op.solve(rhs)
+            for j, at in enumerate(need):
+                var[order[at]] = sigma2 * float(sol[at, j])
+        self.fit = _FitV3(
+            sigma2=sigma2,
+            order=order,
+            pos=pos,
+            inverse=None,
+            beta={c: float(beta_v[pos[c]]) for c in order},
+            var=var,
+            unary={c: float(bu[pos[c]]) for c in order},
+            reinforcing={c: float(br[pos[c]]) for c in order},
+            level={t: float(beta_v[n0 + i]) for i, t in enumerate(types)},
+            slab={c: float(slab[pos[c]]) for c in order},
+            precision={c: float(prior[pos[c]]) for c in order},
+            noise=noise,
+            omega=omega,
+            b_kind=b_kind,
+            operator=op,
+        )
+        return self.fit
+
+    def _emvs_v3(
+        self,
+        op: _Operator,
+        b_c: Mapping[str, Any],
+        omega: Mapping[str, float],
+        n0: int,
+        n: int,
+        s0: float,
+    ) -> tuple[Any, float, Any, Any]:
+        """Version 2's spike-and-slab EM steps with conjugate-gradient solves (warm-started
+        from the previous step) and the diagonal bound for the effective parameters."""
+        import numpy as np
+
+        table = V2_TABLE
+        classes = sorted(omega)
+        b_all = sum((omega[c] * b_c[c] for c in classes), np.zeros(n))
+        yy = sum(omega[c] * float(self.yy[c]) for c in classes)
+        lam1 = float(table["slab_prior"])
+        lam0 = float(table["spike_prior"])
+        share = float(table["slab_share"])
+        log_odds0 = math.log((1.0 - share) / share) + 0.5 * math.log(lam0 / lam1)
+        prior = np.array(
+            [float(table["intercept_prior"])]
+            + [float(table["prior"])] * (n0 - 1)
+            + [float(table["type_prior"])] * (n - n0)
+        )
+        nu0 = float(table["sigma_prior_rows"])
+        iterations = int(table["fit_iterations"])
+        slab = np.ones(n)
+        beta_v: Any = None
+        sigma2 = s0
+        for step in range(iterations):
+            op.prior = prior
+            beta_v = op.solve(b_all, beta_v)
+            rss = yy - float(beta_v @ b_all) - float(prior @ (beta_v * beta_v))
+            p_eff = n - float(prior @ op.inverse_diagonal())
+            sigma2 = (max(rss, 0.0) + nu0 * s0) / max(self.rows - p_eff + nu0, 1.0)
+            t = log_odds0 - 0.5 * (lam0 - lam1) * beta_v[1:n0] ** 2 / sigma2
+            r = 1.0 / (1.0 + np.exp(np.minimum(t, 700.0)))
+            slab[1:n0] = r
+            if step == iterations - 1:
+                break
+            prior = prior.copy()
+            prior[1:n0] = r * lam1 + (1.0 - r) * lam0
+        return beta_v, sigma2, slab, prior
+
+    @staticmethod
+    def _extend_v3(
+        vec: Mapping[int, int], pos: Mapping[int, int], ftype: Any, n0: int, n: int
+    ) -> Any:
+        """``E b`` without a dense ``E``: a kind's ``Σ w·y·x``, type levels appended."""
+        import numpy as np
+
+        out = np.zeros(n)
+        for c, v in vec.items():
+            out[pos[c]] += float(v)
+        has = np.flatnonzero(ftype >= 0)
+        if len(has):
+            out[n0:] = np.bincount(ftype[has] - n0, weights=out[has], minlength=n - n0)
+        return out
+
+    def kind_contributions(self, col: int) -> dict[str, float]:
+        fit = self.solve()
+        assert isinstance(fit, _FitV3)
+        row = fit.inverse_row(col)
+        out: dict[str, float] = {}
+        for kind in _KINDS:
+            if self.xy.get(kind):
+                weight = fit.omega[_noise_class(kind)]
+                out[kind] = weight * float(row @ fit.b_kind[kind])
+        return out
+
+
+class DerivedStateV3(DerivedStateV2):
+    """Version 3 state: version 2's with the scalable fit and provisional append reports."""
+
+    model_class = _ModelV3
+
+    def evidence_for(self, record: Preference) -> dict[str, Any]:
+        """Version 2's evidence, with the exact uncertainty of this feature."""
+        out = super().evidence_for(record)
+        bucket_id = None if record.scope == "global" else record.scope[len("project:") :]
+        model = self._models[bucket_id]
+        fit = model.solve()
+        assert isinstance(fit, _FitV3)
+        f = model.features[(record.preference_type, record.pattern)]
+        sd = math.sqrt(max(fit.variance(f.col), 0.0))
+        out["sd"] = sd
+        out["lower_bound"] = abs(out["estimate"]) - float(V2_TABLE[f"z_{record.polarity}"]) * sd
+        return out
+
+    def report(self, rec: Preference) -> Preference:
+        """The record an append returns, without fitting: the feature's counts, sources,
+        tags and times as of this event, on the strength and polarity of the last fit
+        (strength 0 for a feature the last fit did not know). The next read fits."""
+        bucket_id = None if rec.scope == "global" else rec.scope[len("project:") :]
+        model = self._models.get(bucket_id)
+        key = (rec.preference_type, rec.pattern)
+        f = None if model is None else model.features.get(key)
+        if f is None:
+            return super().export_record(rec)
+        first = DerivedState._bucket_for(self, bucket_id).first
+        live = None
+        for polarity in (rec.polarity, "negative" if rec.polarity == "positive" else "positive"):
+            live = first.get((rec.preference_type, rec.pattern, polarity))
+            if live is not None:
+                break
+        base = live if live is not None else rec
+        out = base.copy()
+        out.id = _content_id(bucket_id, key, base.polarity)
+        out.sources, out.accept_count, out.reject_count, out.explicit_tags, out.decay_at = (
+            f.summary()
+        )
+        out.last_seen = f.last_seen
+        out.source_event_count = f.events
+        out.derivation_version = self.version
+        out.last_derived_event_seq = self.last_seq
+        return out
+
+
+register_version(VERSION, DerivedStateV3)
