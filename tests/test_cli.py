@@ -936,6 +936,40 @@ def test_prompt_variants(cli: Cli) -> None:
     one_line_error(cli("prompt", "--critique", "--legacy"), 2, "mutually exclusive")
 
 
+HOST_PROMPT = (
+    "# Identity and workflow charter (background)\r\n\r\nYou are a designer.\r\n\r\n"
+    "## Active design system \u2014 Acme\r\n\r\n# Acme\r\n\r\n## Colors\r\n\r\n"
+    "- accent #0050d8\r\n\r\n## Active skill \u2014 landing-page\r\n\r\nSteps.\r\n"
+)
+
+
+def test_prompt_into_a_host_prompt(cli: Cli) -> None:
+    host = cli.tmp / "system.md"
+    host.write_bytes(HOST_PROMPT.encode("utf-8"))  # CRLF and a non-ASCII dash, kept as is
+    r = cli.ok("prompt", "--host-prompt", str(host))  # nothing injectable: unchanged
+    assert r.out == HOST_PROMPT and "host prompt is unchanged" in r.err
+    cli.teach()
+    v1 = ("--derivation-version", "1")
+    for flags in ((), ("--critique",), ("--project", "landing")):
+        block = cli.ok(*v1, "prompt", *flags).out.removesuffix("\n")
+        assert block.startswith("## Creative memory")
+        out = cli.ok(*v1, "prompt", *flags, "--host-prompt", str(host)).out
+        at = HOST_PROMPT.index("## Active design system")
+        assert out == HOST_PROMPT[:at] + block + "\n\n" + HOST_PROMPT[at:]
+        piped = cli.ok(*v1, "prompt", *flags, "--host-prompt", "-", input=HOST_PROMPT)
+        assert piped.out == out
+        again = cli.ok(*v1, "prompt", *flags, "--host-prompt", "-", input=out)
+        assert again.out == out  # composing a composed prompt changes nothing
+        doc = cli.json(*v1, "prompt", *flags, "--host-prompt", str(host))
+        assert doc["prompt"] == out and doc["block"] == block
+    assert "prompt" not in cli.json("prompt")
+    one_line_error(cli("prompt", "--legacy", "--host-prompt", str(host)), 2, "mutually exclusive")
+    one_line_error(cli("prompt", "--host-prompt", str(cli.tmp / "missing.md")), 2, "missing.md")
+    one_line_error(cli("prompt", "--host-prompt", str(cli.tmp)), 2, "directory")
+    (cli.tmp / "latin1.md").write_bytes("caf\xe9\n".encode("latin-1"))
+    one_line_error(cli("prompt", "--host-prompt", str(cli.tmp / "latin1.md")), 1, "not UTF-8")
+
+
 def test_decay(cli: Cli) -> None:
     cli.teach()
     r = cli.ok("decay", "--now", "2026-03-02")

@@ -137,6 +137,7 @@ ENDPOINTS: list[tuple[str, str, Any]] = [
     ("GET", "/api/v1/memory", None),
     ("POST", "/api/v1/events", wire()),
     ("GET", "/api/v1/prompt", None),
+    ("POST", "/api/v1/prompt", {"host_prompt": "## Active skill\n"}),
     ("DELETE", "/api/v1/preferences/color/neon_palette", None),
     ("GET", "/api/v1/explain/color/neon_palette", None),
     ("GET", "/api/v1/settings", None),
@@ -377,6 +378,30 @@ BAD: list[tuple[str, str, dict[str, Any], int, str | None]] = [
     ("GET", "/api/v1/prompt", {"params": {"variant": "poem"}}, 422, "variant"),
     ("GET", "/api/v1/prompt", {"params": {"format": "xml"}}, 422, "format"),
     ("GET", "/api/v1/prompt", {"params": {"project_id": "a b"}}, 422, "project_id"),
+    ("POST", "/api/v1/prompt", {"content": b""}, 400, "body"),
+    ("POST", "/api/v1/prompt", {"content": b"{"}, 400, "body"),
+    ("POST", "/api/v1/prompt", {"json": "a prompt"}, 422, "body"),
+    ("POST", "/api/v1/prompt", {"json": {}}, 422, "host_prompt"),
+    ("POST", "/api/v1/prompt", {"json": {"host_prompt": ["x"]}}, 422, "host_prompt"),
+    ("POST", "/api/v1/prompt", {"json": {"host_prompt": "", "extra": 1}}, 422, "extra"),
+    (
+        "POST",
+        "/api/v1/prompt",
+        {"json": {"host_prompt": "", "project_id": "a b"}},
+        422,
+        "project_id",
+    ),
+    ("POST", "/api/v1/prompt", {"json": {"host_prompt": "", "project_id": 7}}, 422, "project_id"),
+    ("POST", "/api/v1/prompt", {"json": {"host_prompt": "", "variant": "legacy"}}, 422, "variant"),
+    ("POST", "/api/v1/prompt", {"json": {"host_prompt": "", "variant": "poem"}}, 422, "variant"),
+    ("POST", "/api/v1/prompt", {"json": {"host_prompt": "", "format": "xml"}}, 422, "format"),
+    (
+        "POST",
+        "/api/v1/prompt",
+        {"content": b'{"host_prompt": ""}', "headers": {"Content-Type": "text/markdown"}},
+        415,
+        "content-type",
+    ),
     ("DELETE", "/api/v1/preferences/color", {}, 404, None),
     ("DELETE", "/api/v1/preferences/color/", {}, 422, "pattern"),
     ("DELETE", "/api/v1/preferences/color/x/y", {}, 404, None),
@@ -572,6 +597,37 @@ def test_memory_prompt_and_explain(api: Api) -> None:
     assert len(steps) == 3 and all(s["kind"] == "signal" for s in steps)
     assert exp.json()["records"][0]["scope"] == "project:festival"
     assert_problem(api.get("/api/v1/explain/color/never_seen"), 404, "pattern")
+
+
+HOST = (
+    "# Identity and workflow charter (background)\n\nYou are a designer.\n\n"
+    "## Personal memory (auto-extracted from past chats)\n\nFreelancer.\n\n"
+    "## Active design system \u2014 Acme\n\n# Acme\n\n## Colors\n\n"
+    "```css\n## Project metadata\n```\n\n## Project metadata\n- **kind**: prototype\n"
+)
+
+
+def test_prompt_composed_into_a_host_prompt(api: Api) -> None:
+    r = api.post("/api/v1/prompt", json={"host_prompt": HOST})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    assert r.text == HOST  # nothing injectable yet: unchanged
+    _teach(api)
+    at = HOST.index("## Active design system")
+    for variant in ("generation", "critique"):
+        for project in (None, "", "festival"):
+            params = {"variant": variant, **({"project_id": project} if project else {})}
+            block = api.get("/api/v1/prompt", params=params).text
+            assert block.startswith("## Creative memory")
+            body = {"host_prompt": HOST, "variant": variant, "project_id": project}
+            r = api.post("/api/v1/prompt", json=body)
+            assert r.status_code == 200, r.text
+            assert r.content == (HOST[:at] + block + "\n\n" + HOST[at:]).encode("utf-8")
+            again = api.post("/api/v1/prompt", json={**body, "host_prompt": r.text})
+            assert again.text == r.text
+            js = api.post("/api/v1/prompt", json={**body, "format": "json"}).json()
+            assert js["prompt"] == r.text and js["block"] == block
+            assert js["variant"] == variant and js["project_id"] == (project or None)
+    assert api.post("/api/v1/prompt", json={"host_prompt": ""}).text.endswith("\n")
 
 
 def test_project_toggle_makes_retrieval_ignore_global(api: Api) -> None:

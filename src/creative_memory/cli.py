@@ -1285,6 +1285,22 @@ def _precheck(value: Any, user: str) -> str | None:
 
 
 # -- prompt and decay --------------------------------------------------------------------------
+def _read_host_prompt(path: str) -> str:
+    """The host prompt in ``path`` (``-``: stdin) exactly as it is: UTF-8, no newline
+    translation."""
+    stdin = path == "-"
+    if stdin and sys.stdin.isatty():
+        _note("Reading the host prompt from the terminal; end with Ctrl-D.")
+    data = sys.stdin.buffer.read() if stdin else Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = "stdin" if stdin else path
+        raise ValidationError(
+            "host_prompt", f"--host-prompt: {where} is not UTF-8 text ({exc.reason})"
+        ) from None
+
+
 @_command(
     epilog="""\b
 Examples:
@@ -1292,19 +1308,43 @@ Examples:
   creative-memory prompt --project landing
   creative-memory prompt --critique            # the evaluative variant
   creative-memory prompt --legacy              # the prototype's [MEMORY CONTEXT] block
-Prints nothing (and a note on stderr) when nothing is injectable.
+  creative-memory prompt --host-prompt system.md > composed.md
+  compose-host | creative-memory prompt --critique --host-prompt -
+Prints nothing (and a note on stderr) when nothing is injectable; with --host-prompt it
+prints the host prompt unchanged then.
 """
 )
 @click.option("--project", metavar="P", callback=_validate_project, help="Retrieve for P.")
 @click.option("--critique", is_flag=True, help="The critique block.")
 @click.option("--legacy", is_flag=True, help="The prototype's [MEMORY CONTEXT] block.")
-def prompt(state: _State, project: str | None, critique: bool, legacy: bool) -> None:
+@click.option(
+    "--host-prompt",
+    "host_prompt",
+    metavar="FILE",
+    type=click.Path(exists=True, dir_okay=False, allow_dash=True),
+    help="Insert the block into the host's composed system prompt in FILE ('-': stdin) "
+    "and print the whole prompt (docs/prompt-composition.md).",
+)
+def prompt(
+    state: _State, project: str | None, critique: bool, legacy: bool, host_prompt: str | None
+) -> None:
     """Print the memory block a generation (or critique) would get now."""
     from .feed import diagnostics_feed_line
-    from .prompt import build_critique_block, build_generation_block, build_prompt_block
+    from .prompt import (
+        build_critique_block,
+        build_generation_block,
+        build_prompt_block,
+        insert_memory_block_into_prompt,
+    )
 
     if critique and legacy:
         raise click.UsageError("--critique and --legacy are mutually exclusive")
+    if legacy and host_prompt is not None:
+        raise click.UsageError(
+            "--legacy and --host-prompt are mutually exclusive (the [MEMORY CONTEXT] block "
+            "has no heading to place)"
+        )
+    host = _read_host_prompt(host_prompt) if host_prompt is not None else None
     context = {"project_id": project} if project else None
     result = state.store.retrieve_for_injection(state.user, context)
     variant = "critique" if critique else "legacy" if legacy else "generation"
@@ -1314,22 +1354,27 @@ def prompt(state: _State, project: str | None, critique: bool, legacy: bool) -> 
         "legacy": build_prompt_block,
     }[variant]
     block = builder(result, project)
+    composed = insert_memory_block_into_prompt(host, block) if host is not None else None
     feed = diagnostics_feed_line(state.store, state.user, result)
     if state.json:
-        _emit_json(
-            {
-                "user_id": state.user,
-                "project_id": project,
-                "variant": variant,
-                "block": block,
-                "diagnostics_feed": feed,
-            }
-        )
+        doc: dict[str, Any] = {
+            "user_id": state.user,
+            "project_id": project,
+            "variant": variant,
+            "block": block,
+            "diagnostics_feed": feed,
+        }
+        if composed is not None:
+            doc["prompt"] = composed
+        _emit_json(doc)
         return
-    if block:
+    if composed is not None:
+        _write_utf8(composed)
+    elif block:
         _write_utf8(block + "\n")
-    else:
-        _note("(no memory block: nothing is injectable right now)")
+    if not block:
+        what = "the host prompt is unchanged" if composed is not None else "no memory block"
+        _note(f"({what}: nothing is injectable right now)")
     if feed:
         _note(feed)
 

@@ -66,7 +66,12 @@ from .errors import StorageError, ValidationError
 from .events import validate_project_id, validate_user_id
 from .feed import diagnostics_feed_line
 from .models import RetrievalResult
-from .prompt import build_critique_block, build_generation_block, build_prompt_block
+from .prompt import (
+    build_critique_block,
+    build_generation_block,
+    build_prompt_block,
+    insert_memory_block_into_prompt,
+)
 from .store import MemoryStore, wall_clock_ms
 from .timeutil import instant_to_ms
 
@@ -94,6 +99,7 @@ PROBLEM: Final = "application/problem+json"
 LOOPBACK_NAMES: Final = ("localhost", "127.0.0.1", "[::1]")
 EVENT_KINDS: Final = (*adapter.HANDLERS, *CAPTURE_ONLY_KINDS)
 VARIANTS: Final = ("generation", "critique", "legacy")
+COMPOSE_VARIANTS: Final = ("generation", "critique")  # the variants with a heading to place
 _RESERVED_IDS: Final = ("__proto__", "constructor", "prototype")
 _SAFE_ID_PATTERN: Final = "^[A-Za-z0-9_-]+$"
 _MAX_USER_ID: Final = 128
@@ -808,29 +814,92 @@ async def post_events(request: Request) -> Response:
     return _json(result)
 
 
+async def prompt_endpoint(request: Request) -> Response:
+    if request.method == "POST":
+        return await post_prompt(request)
+    return await get_prompt(request)
+
+
+def _build_block(d: Daemon, user: str, project_id: str | None, variant: str) -> tuple[str, str]:
+    retrieved = d.retrieve(user, project_id)
+    if variant == "generation":
+        block = build_generation_block(retrieved, project_id)
+    elif variant == "critique":
+        block = build_critique_block(retrieved, project_id)
+    else:
+        block = build_prompt_block(retrieved, project_id)
+    return block, diagnostics_feed_line(d.store, user, retrieved)
+
+
 async def get_prompt(request: Request) -> Response:
     d = _daemon(request)
     user = d.authenticate(request)
     project_id = _project_param(request)
     variant = _choice(request, "variant", VARIANTS, "generation")
     fmt = _choice(request, "format", ("text", "json"), "text")
-
-    def work() -> tuple[str, str]:
-        retrieved = d.retrieve(user, project_id)
-        if variant == "generation":
-            block = build_generation_block(retrieved, project_id)
-        elif variant == "critique":
-            block = build_critique_block(retrieved, project_id)
-        else:
-            block = build_prompt_block(retrieved, project_id)
-        return block, diagnostics_feed_line(d.store, user, retrieved)
-
-    block, feed = await run_in_threadpool(work)
+    block, feed = await run_in_threadpool(_build_block, d, user, project_id, variant)
     if fmt == "json":
         return _json(
             {"variant": variant, "project_id": project_id, "block": block, "diagnostics_feed": feed}
         )
     return Response(block, media_type="text/plain; charset=utf-8")
+
+
+_COMPOSE_KEYS: Final = ("host_prompt", "project_id", "variant", "format")
+
+
+def _body_choice(body: Mapping[str, Any], name: str, choices: tuple[str, ...]) -> str:
+    value = body.get(name, choices[0])
+    if not isinstance(value, str) or value not in choices:
+        raise _bad_input(f"{name} must be one of {', '.join(choices)}; got {value!r}", name)
+    return value
+
+
+async def post_prompt(request: Request) -> Response:
+    """The host's composed system prompt with the memory block inserted
+    (docs/prompt-composition.md)."""
+    d = _daemon(request)
+    user = d.authenticate(request)
+    body = await _read_json(request, d.config.max_body_bytes)
+    if not isinstance(body, dict):
+        raise _bad_input('send {"host_prompt": "<the composed system prompt>"}', "body")
+    for key in body:
+        if key not in _COMPOSE_KEYS:
+            raise _bad_input(f"unknown field {key!r}; known: {', '.join(_COMPOSE_KEYS)}", key)
+    host = body.get("host_prompt")
+    if not isinstance(host, str):
+        raise _bad_input("host_prompt must be a string (the composed system prompt)", "host_prompt")
+    project_id = body.get("project_id")
+    if project_id == "":
+        project_id = None
+    elif project_id is not None:
+        try:
+            project_id = validate_project_id(project_id)
+        except ValidationError as exc:
+            raise _bad_input(str(exc), "project_id") from None
+    if body.get("variant") == "legacy":
+        raise _bad_input(
+            "the legacy block has no heading to place; use generation or critique", "variant"
+        )
+    variant = _body_choice(body, "variant", COMPOSE_VARIANTS)
+    fmt = _body_choice(body, "format", ("text", "json"))
+
+    def work() -> tuple[str, str, str]:
+        block, feed = _build_block(d, user, project_id, variant)
+        return block, insert_memory_block_into_prompt(host, block), feed
+
+    block, composed, feed = await run_in_threadpool(work)
+    if fmt == "json":
+        return _json(
+            {
+                "variant": variant,
+                "project_id": project_id,
+                "block": block,
+                "prompt": composed,
+                "diagnostics_feed": feed,
+            }
+        )
+    return Response(composed, media_type="text/plain; charset=utf-8")
 
 
 def _type_and_pattern(request: Request, prefix: str) -> tuple[str, str]:
@@ -1283,7 +1352,7 @@ def create_app(config: DaemonConfig, *, store: MemoryStore | None = None) -> ASG
         Route("/logout", logout, methods=["POST"]),
         Route("/api/v1/memory", get_memory, methods=["GET"]),
         Route("/api/v1/events", post_events, methods=["POST"]),
-        Route("/api/v1/prompt", get_prompt, methods=["GET"]),
+        Route("/api/v1/prompt", prompt_endpoint, methods=["GET", "POST"]),
         Route("/api/v1/preferences/{rest:path}", delete_preference, methods=["DELETE"]),
         Route("/api/v1/explain/{rest:path}", get_explain, methods=["GET"]),
         Route("/api/v1/settings", settings_endpoint, methods=["GET", "POST"]),
@@ -1772,7 +1841,30 @@ def openapi_document() -> dict[str, Any]:
                         },
                         **_problem_responses(400, 401, 403, 422, 503),
                     },
-                }
+                },
+                "post": {
+                    "operationId": "composePrompt",
+                    "summary": "The host's composed system prompt with the memory block inserted "
+                    "(after personal memory, else before custom instructions, brand, craft, "
+                    "skill and project metadata, else at the end; an existing block is "
+                    "replaced). Text, or JSON with format=json.",
+                    "requestBody": json_body(
+                        ref("ComposePrompt"),
+                        "The host prompt and what to retrieve for. Cookie-authenticated "
+                        "requests need the X-Requested-With header, as for any POST.",
+                    ),
+                    "responses": {
+                        "200": {
+                            "description": "The composed prompt (the host prompt unchanged when "
+                            "nothing is injectable).",
+                            "content": {
+                                "text/plain": {"schema": {"type": "string"}},
+                                "application/json": {"schema": ref("ComposedPrompt")},
+                            },
+                        },
+                        **_problem_responses(400, 401, 403, 413, 415, 422, 503),
+                    },
+                },
             },
             "/api/v1/preferences/{preference_type}/{pattern}": {
                 "delete": {
@@ -2032,6 +2124,42 @@ def openapi_document() -> dict[str, Any]:
                                 "diagnostics": {"type": "array", "items": {"type": "object"}},
                             },
                         },
+                    },
+                },
+                "ComposePrompt": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["host_prompt"],
+                    "properties": {
+                        "host_prompt": {
+                            "type": "string",
+                            "description": "The host's composed system prompt, as one string.",
+                        },
+                        "project_id": {
+                            "type": "string",
+                            "nullable": True,
+                            "description": "A project id; empty, null or absent means no "
+                            "project (global memory).",
+                            "pattern": "^[A-Za-z0-9_-]*$",
+                            "not": {"enum": list(_RESERVED_IDS)},
+                        },
+                        "variant": {
+                            "type": "string",
+                            "enum": list(COMPOSE_VARIANTS),
+                            "default": "generation",
+                        },
+                        "format": {"type": "string", "enum": ["text", "json"], "default": "text"},
+                    },
+                },
+                "ComposedPrompt": {
+                    "type": "object",
+                    "required": ["variant", "block", "prompt", "diagnostics_feed"],
+                    "properties": {
+                        "variant": {"type": "string", "enum": list(COMPOSE_VARIANTS)},
+                        "project_id": {"type": "string", "nullable": True},
+                        "block": {"type": "string"},
+                        "prompt": {"type": "string"},
+                        "diagnostics_feed": {"type": "string"},
                     },
                 },
                 "PromptBlock": {
