@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -84,7 +85,7 @@ def test_critique_block_lands_in_the_same_place(case: dict[str, Any]) -> None:
     assert blocks == [CRIT if b == case["block"] else b for b in case["expected_blocks"]]
 
 
-def test_real_blocks_from_a_store(tmp_path: Any) -> None:
+def test_real_blocks_from_a_store(tmp_path: Path) -> None:
     store = MemoryStore(tmp_path / "mem", derivation_version="1")
     store.ingest_signals("u", [tag("airy spacing")] * 5 + [tag("neon", "color", "negative")] * 3)
     r = store.retrieve_for_injection("u")
@@ -95,6 +96,45 @@ def test_real_blocks_from_a_store(tmp_path: Any) -> None:
         assert out.count(block) == 1
         assert out.index(block) < out.index("## Active design system — Acme")
         assert "\n\n" + block + "\n\n## Active design system — Acme" in out
+
+
+# -- the worked examples in the docs ---------------------------------------------------------
+ROOT = FIXTURES.parents[1]
+
+
+def examples(path: Path) -> dict[str, str]:
+    """The ``<!-- example: name -->`` text blocks of a document, exactly."""
+    text = path.read_text(encoding="utf-8")
+    out: dict[str, str] = {}
+    for chunk in text.split("<!-- example: ")[1:]:
+        name, _, rest = chunk.partition(" -->\n````text\n")
+        out[name] = rest[: rest.index("\n````\n") + 1]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("doc", "project_record"), [("README.md", False), ("docs/prompt-composition.md", True)]
+)
+def test_worked_examples_in_the_docs(tmp_path: Path, doc: str, project_record: bool) -> None:
+    ex = examples(ROOT / doc)
+    assert set(ex) == {"host", "generation", "critique"}
+    store = MemoryStore(tmp_path / "mem", derivation_version="1")
+    signals = [tag("airy_spacing", "layout_density")] * 5 + [
+        tag("neon_palette", "color", "negative")
+    ] * 3
+    if project_record:
+        signals += [tag("serif_headings", "typography", scope="project", project_id="landing")] * 3
+    store.ingest_signals("alice", signals)
+    r = store.retrieve_for_injection("alice", {"project_id": "landing"})
+    gen, crit = build_generation_block(r, "landing"), build_critique_block(r, "landing")
+    assert ins(ex["host"], gen) == ex["generation"]
+    assert ins(ex["host"], crit) == ex["critique"]
+    assert ins(ex["generation"], crit) == ex["critique"]
+    assert ins(ex["generation"], gen) == ex["generation"]
+    # Right before the brand contract: where its heading was, the block is now.
+    brand = ex["host"].index("## Active design system")
+    assert ex["generation"].index(gen) == brand
+    assert ex["generation"].index("## Active design system") == brand + len(gen) + 2
 
 
 # -- the vocabulary ---------------------------------------------------------------------------

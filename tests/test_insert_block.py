@@ -1,8 +1,9 @@
-"""insert_memory_block: where the creative-memory block lands in a host's system prompt.
+"""insert_memory_block: where the creative-memory block lands in a list of host blocks.
 
-HOST is the order documented in docs/prompt-composition.md (seed §2: soft -> instructions ->
-brand -> craft -> skill, positions 0-13 and a tail); headings the seed does not name are
-assumptions, which is why the recogniser is tested with variants too.
+HOST is the seed's order (soft -> instructions -> brand -> craft -> skill, positions 0-13
+and a tail) with headings the seed does not name filled in by assumption, so these tests
+exercise the tolerant recogniser of docs/prompt-composition.md ("A list of parts"); Open
+Design's real composer headings are covered by tests/test_compose_prompt.py.
 """
 
 from __future__ import annotations
