@@ -262,13 +262,13 @@ class _Fit:
     order: list[int]  # canonical column order used for the factorisation
     pos: dict[int, int]  # column → position in ``order``
     inverse: Any  # (E A Eᵀ + Λ)⁻¹ at the final precisions
-    beta: dict[int, float]
+    beta: Mapping[int, float]
     var: dict[int, float]
-    unary: dict[int, float]  # contribution of outcome kinds (+ legacy)
-    reinforcing: dict[int, float]
+    unary: Mapping[int, float]  # contribution of outcome kinds (+ legacy)
+    reinforcing: Mapping[int, float]
     level: dict[str, float]  # estimated type levels
-    slab: dict[int, float]  # posterior slab probability of each feature
-    precision: dict[int, float]  # each column's final prior precision
+    slab: Mapping[int, float]  # posterior slab probability of each feature
+    precision: Mapping[int, float]  # each column's final prior precision
     noise: dict[str, float]  # residual variance per unit of weight, by noise class
     omega: dict[str, float]  # the weight of each class in the final fit (1 / noise)
     b_kind: dict[str, Any]  # each kind's E·Σ w·y·x (unweighted by its class)

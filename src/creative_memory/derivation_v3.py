@@ -11,7 +11,9 @@ fit is computed:
   scatter/gather, so one product costs O(nnz(A) + n).
 * **Conjugate gradients.** Each EM step solves ``M β = b`` by Jacobi-preconditioned
   conjugate gradients, warm-started from the previous step's β, to a relative residual of
-  ``CG_TOLERANCE`` (a fixed rule: the result is a pure function of the statistics).
+  ``CG_TOLERANCE`` (a fixed rule: the result is a pure function of the statistics). A
+  bucket with at most ``DENSE_MAX`` unknowns is solved directly instead (for so few, the
+  iterations' overhead costs more than a dense LU); both are exact to round-off.
 * **Effective parameters.** The residual variance's degrees of freedom,
   ``p_eff = n − Σᵢ Λᵢ [M⁻¹]ᵢᵢ``, need the whole diagonal of ``M⁻¹`` in every EM step;
   version 3 uses the first two terms of its Neumann series,
@@ -33,11 +35,11 @@ tags and times on the estimate of the last fit); the next read fits (lazily, onc
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .derivation import DerivedState, register_version
+from .derivation import DerivedState, confidence_of, register_version
 from .derivation_v2 import (
     _KINDS,
     V2_TABLE,
@@ -52,9 +54,14 @@ from .models import Preference
 
 VERSION: Final = "3"
 
-#: Conjugate gradients stop at ``‖r‖ ≤ CG_TOLERANCE · ‖b‖`` (or after ``CG_MAX_STEPS``).
+#: Conjugate gradients stop at ``‖r‖ ≤ CG_TOLERANCE · ‖b‖`` (or after ``CG_MAX_STEPS``);
+#: the EM steps before the last of a pass, which only set the next step's precisions,
+#: stop at ``CG_TOLERANCE_EM``.
 CG_TOLERANCE: Final = 1e-12
+CG_TOLERANCE_EM: Final = 1e-9
 CG_MAX_STEPS: Final = 1000
+#: Buckets with at most this many unknowns are solved directly (LU), larger ones by CG.
+DENSE_MAX: Final = 256
 
 
 def _class_arrays(model: _Model, lookup: Any) -> dict[str, tuple[Any, Any, Any]]:
@@ -117,6 +124,7 @@ class _Operator:
         self.prior = np.zeros(n)
         self.steps = 0  # conjugate-gradient steps taken (for benchmarks)
         self._off: tuple[Any, Any, Any] | None = None
+        self._dense: Any = None
 
     def gram(self, v: Any) -> Any:
         """``E A Eᵀ v`` for a vector ``v`` (length n) or a matrix (n × k)."""
@@ -173,17 +181,34 @@ class _Operator:
             return self.gram(v) + self.prior * v
         return self.gram(v) + self.prior[:, None] * v
 
-    def solve(self, b: Any, x0: Any | None = None) -> Any:
-        """``M⁻¹ b`` by Jacobi-preconditioned conjugate gradients, from ``x0`` (default 0);
-        ``b`` may be a matrix, whose columns are solved one by one."""
+    def _dense_gram(self) -> Any:
+        """``E A Eᵀ`` as a dense matrix (small buckets only: see :meth:`solve`)."""
         import numpy as np
 
+        if self._dense is None:
+            a = np.zeros((self.n0, self.n0))
+            np.add.at(a, (self.rows, self.cols), self.vals)
+            ext = np.zeros((self.n, self.n0))
+            ext[np.arange(self.n0), np.arange(self.n0)] = 1.0
+            ext[self.ftype[self.has], self.has] = 1.0
+            self._dense = ext @ a @ ext.T
+        return self._dense
+
+    def solve(self, b: Any, x0: Any | None = None, tolerance: float = CG_TOLERANCE) -> Any:
+        """``M⁻¹ b``: a direct solve when the bucket has at most ``DENSE_MAX`` unknowns
+        (cheaper there than the iterations' overhead), else Jacobi-preconditioned conjugate
+        gradients from ``x0`` (default 0); the columns of a matrix ``b`` are solved one by
+        one."""
+        import numpy as np
+
+        if self.n <= DENSE_MAX:
+            return np.linalg.solve(self._dense_gram() + np.diag(self.prior), b)
         if b.ndim == 2:
             return np.stack([self.solve(b[:, k]) for k in range(b.shape[1])], axis=1)
         inv_d = 1.0 / (self.gram_diag + self.prior)
         x = np.zeros(self.n) if x0 is None else x0.copy()
         r = b - self.apply(x) if x0 is not None else b.copy()
-        limit = CG_TOLERANCE * CG_TOLERANCE * float(b @ b)
+        limit = tolerance * tolerance * float(b @ b)
         z = inv_d * r
         p = z.copy()
         rz = float(r @ z)
@@ -205,13 +230,30 @@ class _Operator:
         return x
 
 
+class _Column(Mapping[int, float]):
+    """A fitted vector seen as column → value (positions through ``pos``), without
+    building a dict of every column on each fit."""
+
+    def __init__(self, vec: Any, pos: Mapping[int, int]) -> None:
+        self.vec, self.pos = vec, pos
+
+    def __getitem__(self, col: int) -> float:
+        return float(self.vec[self.pos[col]])
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.pos)
+
+    def __len__(self) -> int:
+        return len(self.pos)
+
+
 class _Variances(dict[int, float]):
     """Exact variances of the features that need them; for any other feature, the lower
     bound ``σ² / M_ff`` (at which its strength is 0 anyway — see the module docstring)."""
 
     def __init__(self, bound: Mapping[int, float]) -> None:
         super().__init__()
-        self.bound = dict(bound)
+        self.bound = bound
 
     def __missing__(self, col: int) -> float:
         return self.bound[col]
@@ -222,6 +264,10 @@ class _FitV3(_Fit):
     """Version 2's fit record without the dense inverse: the operator solves on demand."""
 
     operator: Any = None
+    # per feature, in canonical key order: estimate, variance (exact where it matters),
+    # unary and reinforcing contributions
+    vectors: tuple[Any, Any, Any, Any] | None = None
+    keys: list[tuple[str, str]] | None = None
 
     def variance(self, col: int) -> float:
         """The exact ``σ² [M⁻¹]_ff`` of column ``col`` (computed once, then kept)."""
@@ -243,12 +289,16 @@ class _FitV3(_Fit):
 class _ModelV3(_Model):
     """Version 2's statistics, fitted with the sparse operator and conjugate gradients."""
 
-    def solve(self) -> _Fit:
-        if self.fit is not None:
-            return self.fit
+    _layout_cache: tuple[int, tuple[Any, ...]] | None = None
+
+    def _layout(self) -> tuple[Any, ...]:
+        """The canonical layout of the unknowns (kept until a feature is added): features
+        in ``(type, pattern)`` order, the types with a level, each column's position, and
+        the position → type-level map."""
         import numpy as np
 
-        table = V2_TABLE
+        if self._layout_cache is not None and self._layout_cache[0] == len(self.features):
+            return self._layout_cache[1]
         feats = sorted((k, f.col) for k, f in self.features.items())
         seen: dict[str, int] = {}
         for k, _ in feats:
@@ -258,13 +308,25 @@ class _ModelV3(_Model):
         order = [0] + [c for _, c in feats]
         pos = {c: p for p, c in enumerate(order)}
         n0 = len(order)
-        n = n0 + len(types)
         ftype = np.full(n0, -1, dtype=np.int64)
         for p, (k, _) in enumerate(feats, start=1):
             if k[0] in tpos:
                 ftype[p] = n0 + tpos[k[0]]
         lookup = np.zeros(len(self.keys), dtype=np.int64)
         lookup[order] = np.arange(n0)
+        layout = (feats, types, order, pos, ftype, lookup)
+        self._layout_cache = (len(self.features), layout)
+        return layout
+
+    def solve(self) -> _Fit:
+        if self.fit is not None:
+            return self.fit
+        import numpy as np
+
+        table = V2_TABLE
+        feats, types, order, pos, ftype, lookup = self._layout()
+        n0 = len(order)
+        n = n0 + len(types)
         parts = _class_arrays(self, lookup)
         classes = sorted(self.nrows)
         b_kind = {kind: self._extend_v3(vec, pos, ftype, n0, n) for kind, vec in self.xy.items()}
@@ -297,33 +359,42 @@ class _ModelV3(_Model):
         both = op.solve(np.stack([unary_b, reinf_b], axis=1))
         bu, br = both[:, 0], both[:, 1]
         # exact variances for the features whose strength can be above 0 (module docstring)
-        z_min = min(float(table["z_positive"]), float(table["z_negative"]))
+        z_pos, z_neg = float(table["z_positive"]), float(table["z_negative"])
+        z_min = min(z_pos, z_neg)
         m_diag = op.gram_diag + prior
         bound = np.sqrt(sigma2 / m_diag)
-        need = [p for p in range(1, n0) if abs(beta_v[p]) > z_min * bound[p]]
-        var = _Variances({c: sigma2 / float(m_diag[pos[c]]) for c in order})
+        z_of = np.where(beta_v > 0.0, z_pos, z_min)  # β = 0 keeps either polarity: z_min
+        z_of = np.where(beta_v < 0.0, z_neg, z_of)
+        need = [p for p in range(1, n0) if abs(beta_v[p]) > z_of[p] * bound[p]]
+        var_vec = sigma2 / m_diag  # the bound, replaced by the exact value where needed
+        var = _Variances(_Column(var_vec, pos))
         if need:
             rhs = np.zeros((n, len(need)))
             rhs[need, np.arange(len(need))] = 1.0
             sol = op.solve(rhs)
+            var_vec = var_vec.copy()
             for j, at in enumerate(need):
-                var[order[at]] = sigma2 * float(sol[at, j])
+                value = sigma2 * float(sol[at, j])
+                var[order[at]] = value
+                var_vec[at] = value
         self.fit = _FitV3(
             sigma2=sigma2,
             order=order,
             pos=pos,
             inverse=None,
-            beta={c: float(beta_v[pos[c]]) for c in order},
+            beta=_Column(beta_v, pos),
             var=var,
-            unary={c: float(bu[pos[c]]) for c in order},
-            reinforcing={c: float(br[pos[c]]) for c in order},
+            unary=_Column(bu, pos),
+            reinforcing=_Column(br, pos),
             level={t: float(beta_v[n0 + i]) for i, t in enumerate(types)},
-            slab={c: float(slab[pos[c]]) for c in order},
-            precision={c: float(prior[pos[c]]) for c in order},
+            slab=_Column(slab, pos),
+            precision=_Column(prior, pos),
             noise=noise,
             omega=omega,
             b_kind=b_kind,
             operator=op,
+            vectors=(beta_v[1:n0], var_vec[1:n0], bu[1:n0], br[1:n0]),
+            keys=[k for k, _ in feats],
         )
         return self.fit
 
@@ -360,7 +431,8 @@ class _ModelV3(_Model):
         sigma2 = s0
         for step in range(iterations):
             op.prior = prior
-            beta_v = op.solve(b_all, beta_v)
+            last = step == iterations - 1
+            beta_v = op.solve(b_all, beta_v, CG_TOLERANCE if last else CG_TOLERANCE_EM)
             rss = yy - float(beta_v @ b_all) - float(prior @ (beta_v * beta_v))
             p_eff = n - float(prior @ op.inverse_diagonal())
             sigma2 = (max(rss, 0.0) + nu0 * s0) / max(self.rows - p_eff + nu0, 1.0)
@@ -404,6 +476,83 @@ class DerivedStateV3(DerivedStateV2):
     """Version 3 state: version 2's with the scalable fit and provisional append reports."""
 
     model_class = _ModelV3
+
+    def __init__(self, version: str) -> None:
+        super().__init__(version)
+        # bucket → feature → (what its record depends on, the record): a record whose
+        # inputs did not change is kept (only its provenance seq moves)
+        self._built: dict[str | None, dict[tuple[str, str], tuple[Any, Preference]]] = {}
+
+    def _records_for(self, bucket_id: str | None, model: _Model) -> list[Preference]:
+        """Version 2's record rules, computed for all features at once."""
+        if not model.features:
+            self._built.pop(bucket_id, None)
+            return []
+        import numpy as np
+
+        fit = model.solve()
+        assert isinstance(fit, _FitV3) and fit.vectors is not None and fit.keys is not None
+        beta, var, cu, cr = fit.vectors
+        table = V2_TABLE
+        z_pos, z_neg = float(table["z_positive"]), float(table["z_negative"])
+        full = float(table["full_effect"])
+        cap = float(table["provisional_cap"])
+        contest = float(table["contest_min"])
+        factor = float(table["decay_factor"])
+        feats = [model.features[k] for k in fit.keys]
+        support = np.array([f.support for f in feats], dtype=np.int64).reshape(-1, 2)
+        positive = np.where(beta != 0.0, beta > 0.0, support[:, 0] >= support[:, 1])
+        sd = np.sqrt(np.maximum(var, 0.0))
+        z = np.where(positive, z_pos, z_neg)
+        strength = np.minimum(np.maximum((np.abs(beta) - z * sd) / full, 0.0), 1.0)
+        reinforced = np.where(positive, support[:, 0], support[:, 1]) > 0
+        strength = np.where(reinforced, strength, np.minimum(strength, cap))
+        contested = (cu * cr < 0.0) & (np.minimum(np.abs(cu), np.abs(cr)) >= contest)
+        scope = "global" if bucket_id is None else "project:" + bucket_id
+        old = self._built.get(bucket_id, {})
+        built: dict[tuple[str, str], tuple[Any, Preference]] = {}
+        out: list[Preference] = []
+        for i, (key, f) in enumerate(zip(fit.keys, feats, strict=True)):
+            s_i = float(strength[i])
+            if f.decay_steps:
+                s_i *= factor**f.decay_steps
+            polarity = "positive" if positive[i] else "negative"
+            status = (
+                "archived" if f.archived else ("under_review" if contested[i] else "stable")
+            )
+            inputs = (polarity, s_i, status, f.events, f.decay_at_ms, f.last_seen)
+            prev = old.get(key)
+            if prev is not None and prev[0] == inputs:
+                rec = prev[1]
+                rec.last_derived_event_seq = self.last_seq
+            else:
+                sources, pos, neg, tags, decay_at = f.summary()
+                rec = Preference(
+                    id=_content_id(bucket_id, key, polarity),
+                    preference_type=key[0],
+                    pattern=key[1],
+                    polarity=polarity,
+                    signal_strength=s_i,
+                    confidence=confidence_of(s_i),
+                    sources=sources,
+                    accept_count=pos,
+                    reject_count=neg,
+                    explicit_tags=tags,
+                    last_seen=f.last_seen,
+                    decay_at=decay_at,
+                    scope=scope,
+                    reversal_signals=0,
+                    reversal_first_seen=None,
+                    polarity_status=status,
+                    shadow_of=None,
+                    derivation_version=self.version,
+                    source_event_count=f.events,
+                    last_derived_event_seq=self.last_seq,
+                )
+            built[key] = (inputs, rec)
+            out.append(rec)
+        self._built[bucket_id] = built
+        return out
 
     def evidence_for(self, record: Preference) -> dict[str, Any]:
         """Version 2's evidence, with the exact uncertainty of this feature."""
