@@ -94,7 +94,7 @@ def test_json_document_shape(doc: dict[str, Any]) -> None:
         }
         assert step["diagnostics"] == [d["trace"] for d in step["retrieval"]["diagnostics"]]
         # every chapter runs on version 1 but the last, which re-derives with version 2
-        assert step["derivation_version"] == ("2" if step is doc["steps"][-1] else "1")
+        assert step["derivation_version"] == ("3" if step is doc["steps"][-1] else "1")
         for rec in step["records"]:
             assert set(rec) == PREFERENCE_FIELDS
             assert rec["derivation_version"] == step["derivation_version"]
@@ -110,7 +110,7 @@ def test_json_document_shape(doc: dict[str, Any]) -> None:
 
 def test_pairwise_chapter_shows_version_2_explaining_a_rider_away(doc: dict[str, Any]) -> None:
     v1, v2 = _steps(doc, "pairwise")
-    assert (v1["derivation_version"], v2["derivation_version"]) == ("1", "2")
+    assert (v1["derivation_version"], v2["derivation_version"]) == ("1", "3")
     kinds = [a["payload"]["event"] for a in v1["actions"]]
     assert kinds == ["explicit_tag_applied"] * 3 + ["pairwise_comparison"] * 3
     for a in v1["actions"][3:]:  # the wire format of api.md's on_pairwise_comparison

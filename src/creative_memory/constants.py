@@ -20,7 +20,7 @@ CHARS_PER_TOKEN: Final = 4
 SCHEMA_VERSION: Final = "1.0"
 
 #: Default derivation version used when a store is opened without one.
-DERIVATION_VERSION: Final = "2"
+DERIVATION_VERSION: Final = "3"
 
 # Hidden constants of the reference (engine.md §1.1).
 HEADER_TOKEN_OVERHEAD: Final = 20

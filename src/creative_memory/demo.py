@@ -59,7 +59,7 @@ FESTIVAL: Final = "neon-nights"
 REPORT: Final = "quarterly-report"
 KAI: Final = "kai"
 #: The version the last chapter derives the same log with (the library's default).
-DEMO_PAIRWISE_VERSION: Final = "2"
+DEMO_PAIRWISE_VERSION: Final = "3"
 
 _CHAPTERS: Final[Mapping[str, str]] = {
     "fresh": "A fresh user",
@@ -69,7 +69,7 @@ _CHAPTERS: Final[Mapping[str, str]] = {
     "decay": "Decay and archive",
     "profile": "A realistic profile through the full retrieval",
     "project": "A project override",
-    "pairwise": "Pairwise choices and derivation version 2",
+    "pairwise": "Pairwise choices and derivation version 3",
 }
 
 
@@ -279,7 +279,7 @@ class _Walkthrough:
         self.store = MemoryStore(
             root, derivation_version=DEMO_DERIVATION_VERSION, clock=self.clock
         )
-        #: the same root derived with version 2 (switching versions never touches events)
+        #: the same root derived with version 3 (switching versions never touches events)
         self.store_v2 = MemoryStore(
             root, derivation_version=DEMO_PAIRWISE_VERSION, clock=self.clock
         )
@@ -1039,9 +1039,9 @@ def _chapter_pairwise(w: _Walkthrough) -> None:
     v2 = {r.pattern for r in w.store_v2.retrieve_for_injection(KAI).negatives}
     w.step(
         "pairwise",
-        "The same log, derived with version 2 (the library's default)",
-        "Opening the same storage root with derivation version 2 re-derives the memory "
-        "without touching an event. Version 2 fits all of Kai's evidence jointly: each tag "
+        "The same log, derived with version 3 (the library's default)",
+        "Opening the same storage root with derivation version 3 re-derives the memory "
+        "without touching an event. Version 3 fits all of Kai's evidence jointly: each tag "
         "is one statement about both listed features, each comparison a contrast in which "
         "the shared bold_sans cancels. Neon explains the choices and most of the tags; "
         f"what is left for bold_sans, {bold.get('estimate', 0.0):+.2f} ± "
