@@ -85,6 +85,8 @@ class FileStorage:
         self.cache_capacity = cache_capacity
         self._caches: dict[str, FileDerivationCache] = {}
         self._lock_keys: dict[str, tuple[str, str]] = {}  # user → (lock key, lock path)
+        self._log_paths: dict[str, Path] = {}
+        self._settings_paths: dict[str, Path] = {}
         self._settings_seen: dict[str, tuple[tuple[int, int, int], UserSettings]] = {}
         # per user: the log's (inode, size, mtime) after this object's last append, the tail
         # state at that point (last seq, last chain hash, generation) — reused while the
@@ -134,6 +136,18 @@ class FileStorage:
     def user_dir(self, user_id: str) -> Path:
         return self.root / user_id
 
+    def _log_path(self, user_id: str) -> Path:
+        path = self._log_paths.get(user_id)
+        if path is None:
+            path = self._log_paths[user_id] = self.root / user_id / LOG_NAME
+        return path
+
+    def _settings_path(self, user_id: str) -> Path:
+        path = self._settings_paths.get(user_id)
+        if path is None:
+            path = self._settings_paths[user_id] = self.root / user_id / SETTINGS_NAME
+        return path
+
     def ensure_user_dir(self, user_id: str) -> Path:
         d = self.user_dir(user_id)
         make_private_dir(d)
@@ -164,8 +178,9 @@ class FileStorage:
 
     # -- queries ---------------------------------------------------------------------------
     def user_exists(self, user_id: str) -> bool:
-        d = self.user_dir(user_id)
-        return (d / LOG_NAME).exists() or (d / SETTINGS_NAME).exists()
+        return os.path.exists(self._log_path(user_id)) or os.path.exists(
+            self._settings_path(user_id)
+        )
 
     def user_files(self, user_id: str) -> list[str]:
         d = self.user_dir(user_id)
@@ -189,7 +204,7 @@ class FileStorage:
 
     def _open_log(self, user_id: str) -> tuple[Path, bytes, LogHeader] | None:
         """Read the whole log: ``(path, data, header)``; ``None`` if there is no log yet."""
-        path = self.user_dir(user_id) / LOG_NAME
+        path = self._log_path(user_id)
         try:
             with open(path, "rb") as f:
                 data = f.read()
@@ -232,7 +247,7 @@ class FileStorage:
         start: int = 0,
         sink: Callable[[list[Event]], None] | None = None,
     ) -> LogSnapshot:
-        path = self.user_dir(user_id) / LOG_NAME
+        path = self._log_path(user_id)
         opened = self._open_with_header(path)
         if opened is None:
             return LogSnapshot(events=[], generation="", end=0)
@@ -266,7 +281,7 @@ class FileStorage:
     def read_after_cached(self, user_id: str, is_cached: Callable[[str], bool]) -> LogSnapshot:
         """Read the log backwards from its end until an event whose chain hash is cached,
         then decode only the events after it: O(k) reading and decoding."""
-        path = self.user_dir(user_id) / LOG_NAME
+        path = self._log_path(user_id)
         opened = self._open_with_header(path)
         if opened is None:
             return LogSnapshot(events=[], generation="", end=0)
@@ -327,8 +342,8 @@ class FileStorage:
     def append_positioned(self, user_id: str, events: Sequence[Event]) -> Appended:
         if not events:
             return Appended(events=[], generation=self.generation(user_id), start=0, end=0)
-        with self.locked(user_id) as d:
-            path = d / LOG_NAME
+        with self.locked(user_id):
+            path = self._log_path(user_id)
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
             try:
                 st = os.fstat(fd)
@@ -416,7 +431,7 @@ class FileStorage:
 
     def generation(self, user_id: str) -> str:
         """The log's current generation ("" when there is no log)."""
-        path = self.user_dir(user_id) / LOG_NAME
+        path = self._log_path(user_id)
         try:
             with open(path, "rb") as f:
                 first = f.readline()
@@ -425,9 +440,9 @@ class FileStorage:
         return self._decode_header(first[:-1], path).generation if first.endswith(b"\n") else ""
 
     def rewrite(self, user_id: str, keep: Callable[[Event], Event | None]) -> int:
-        with self.locked(user_id) as d:
+        with self.locked(user_id):
             self._tails.pop(user_id, None)
-            path = d / LOG_NAME
+            path = self._log_path(user_id)
             opened = self._open_log(user_id)
             if opened is None:
                 return 0
@@ -457,9 +472,9 @@ class FileStorage:
     def replace_all(self, user_id: str, events: Sequence[Event]) -> None:
         """Atomically replace the whole log with ``events`` (keeping their ``seq``; the chain
         is recomputed). ``seq_floor`` keeps every number ever used here unusable."""
-        with self.locked(user_id) as d:
+        with self.locked(user_id):
             self._tails.pop(user_id, None)
-            path = d / LOG_NAME
+            path = self._log_path(user_id)
             floor = 0
             opened = self._open_log(user_id)
             if opened is not None:
@@ -480,7 +495,7 @@ class FileStorage:
             self._purge_derived(user_id)
 
     def read_settings(self, user_id: str) -> UserSettings | None:
-        path = self.user_dir(user_id) / SETTINGS_NAME
+        path = self._settings_path(user_id)
         try:
             with open(path, "rb") as f:
                 st = os.fstat(f.fileno())
@@ -500,13 +515,13 @@ class FileStorage:
 
     def write_settings(self, user_id: str, settings: UserSettings) -> None:
         """Atomically replace the settings."""
-        with self.locked(user_id) as d:
-            atomic_write(d / SETTINGS_NAME, _encoder.encode(settings) + b"\n")
+        with self.locked(user_id):
+            atomic_write(self._settings_path(user_id), _encoder.encode(settings) + b"\n")
 
     def update_settings(
         self, user_id: str, change: Callable[[UserSettings], UserSettings]
     ) -> UserSettings:
-        with self.locked(user_id) as d:
+        with self.locked(user_id):
             new = change(self.read_settings(user_id) or UserSettings())
-            atomic_write(d / SETTINGS_NAME, _encoder.encode(new) + b"\n")
+            atomic_write(self._settings_path(user_id), _encoder.encode(new) + b"\n")
             return new
