@@ -558,14 +558,26 @@ def differences(want: Any, got: Any, path: str = "$", limit: int = 12) -> list[s
     return out
 
 
-def float_noise_only(want: Any, got: Any) -> bool:
+#: Versions whose fits run through numpy/BLAS: their last float digits depend on the CPU's
+#: kernels (OpenBLAS picks them per processor; numpy's SIMD ``exp`` too), so on another
+#: machine they are compared up to :data:`FLOAT_NOISE` relative — every other value, and
+#: every float of version 1, exactly (docs/architecture.md, "Determinism").
+MACHINE_FLOATS = frozenset({"2", "3"})
+FLOAT_NOISE = 1e-9
+
+
+def float_noise_only(want: Any, got: Any, tolerance: float = 1e-12) -> bool:
     """Whether ``got`` differs from ``want`` only in the last digits of some floats."""
     if isinstance(want, dict) and isinstance(got, dict):
-        return want.keys() == got.keys() and all(float_noise_only(want[k], got[k]) for k in want)
+        return want.keys() == got.keys() and all(
+            float_noise_only(want[k], got[k], tolerance) for k in want
+        )
     if isinstance(want, list) and isinstance(got, list):
-        return len(want) == len(got) and all(map(float_noise_only, want, got))
+        return len(want) == len(got) and all(
+            float_noise_only(a, b, tolerance) for a, b in zip(want, got, strict=True)
+        )
     if isinstance(want, float) and isinstance(got, float):
-        return abs(want - got) <= 1e-12 * max(abs(want), abs(got), 1e-300)
+        return abs(want - got) <= tolerance * max(abs(want), abs(got), 1e-300)
     return type(want) is type(got) and want == got
 
 
@@ -622,7 +634,11 @@ def test_version_output_matches_its_golden_file(version: str) -> None:
             "one:\n  " + "\n  ".join(differences(final, derived.reopened))
         )
     want, got = read_golden(version), canonical(derived.golden)
-    if got != want:
+    if got != want and not (
+        version in MACHINE_FLOATS
+        and json.loads(want).get("history") == json.loads(got).get("history")
+        and float_noise_only(json.loads(want), json.loads(got), FLOAT_NOISE)
+    ):
         problems.append(mismatch_report(version, want, got))
     assert not problems, "\n".join(problems)
 

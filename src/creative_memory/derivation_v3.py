@@ -42,6 +42,7 @@ from typing import Any, Final
 from .derivation import DerivedState, confidence_of, register_version
 from .derivation_v2 import (
     _KINDS,
+    _QUIET,
     V2_TABLE,
     DerivedStateV2,
     _content_id,
@@ -131,7 +132,7 @@ class _Operator:
         import numpy as np
 
         if v.ndim == 2:
-            return np.stack([self.gram(v[:, k]) for k in range(v.shape[1])], axis=1)
+            return self._gram_block(v)
         n0 = self.n0
         u = v[:n0].copy()
         if len(self.has):
@@ -194,17 +195,70 @@ class _Operator:
             self._dense = ext @ a @ ext.T
         return self._dense
 
+    def _gram_block(self, v: Any) -> Any:
+        """:meth:`gram` of every column of ``v`` (n × k) in one pass: one scatter-add over
+        the entries × columns."""
+        import numpy as np
+
+        n0, k = self.n0, v.shape[1]
+        cols = np.arange(k)
+        u = v[:n0].copy()
+        if len(self.has):
+            u[self.has] += v[self.ftype[self.has]]
+        at = (self.rows[:, None] * k + cols[None, :]).ravel()
+        w = np.bincount(at, weights=(self.vals[:, None] * u[self.cols]).ravel(), minlength=n0 * k)
+        w = w.reshape(n0, k)
+        out = np.zeros((self.n, k))
+        out[:n0] = w
+        if self.n > n0 and len(self.has):
+            t = ((self.ftype[self.has] - n0)[:, None] * k + cols[None, :]).ravel()
+            out[n0:] = np.bincount(
+                t, weights=w[self.has].ravel(), minlength=(self.n - n0) * k
+            ).reshape(self.n - n0, k)
+        return out
+
+    def _solve_block(self, b: Any, tolerance: float) -> Any:
+        """Conjugate gradients for every column of ``b`` at once (from 0), each column with
+        its own step sizes and its own stopping test — a converged column is left as it is
+        while the others go on."""
+        import numpy as np
+
+        inv_d = (1.0 / (self.gram_diag + self.prior))[:, None]
+        x = np.zeros(b.shape)
+        r = b.copy()
+        limit = tolerance * tolerance * np.einsum("ij,ij->j", b, b)
+        z = inv_d * r
+        p = z.copy()
+        rz = np.einsum("ij,ij->j", r, z)
+        for _ in range(CG_MAX_STEPS):
+            active = np.einsum("ij,ij->j", r, r) > limit
+            if not active.any():
+                break
+            q = self._gram_block(p) + self.prior[:, None] * p
+            pq = np.einsum("ij,ij->j", p, q)
+            active &= pq > 0.0
+            alpha = np.where(active, rz / np.where(active, pq, 1.0), 0.0)
+            x += alpha * p
+            r -= alpha * q
+            z_new = inv_d * r
+            rz_new = np.einsum("ij,ij->j", r, z_new)
+            beta = np.where(active, rz_new / np.where(active, rz, 1.0), 0.0)
+            p = np.where(active, z_new + beta * p, p)
+            rz = np.where(active, rz_new, rz)
+            self.steps += 1
+        return x
+
     def solve(self, b: Any, x0: Any | None = None, tolerance: float = CG_TOLERANCE) -> Any:
         """``M⁻¹ b``: a direct solve when the bucket has at most ``DENSE_MAX`` unknowns
         (cheaper there than the iterations' overhead), else Jacobi-preconditioned conjugate
-        gradients from ``x0`` (default 0); the columns of a matrix ``b`` are solved one by
-        one."""
+        gradients from ``x0`` (default 0; the columns of a matrix ``b`` all at once, from
+        0)."""
         import numpy as np
 
         if self.n <= DENSE_MAX:
             return np.linalg.solve(self._dense_gram() + np.diag(self.prior), b)
         if b.ndim == 2:
-            return np.stack([self.solve(b[:, k]) for k in range(b.shape[1])], axis=1)
+            return self._solve_block(b, tolerance)
         inv_d = 1.0 / (self.gram_diag + self.prior)
         x = np.zeros(self.n) if x0 is None else x0.copy()
         r = b - self.apply(x) if x0 is not None else b.copy()
@@ -479,9 +533,9 @@ class DerivedStateV3(DerivedStateV2):
 
     def __init__(self, version: str) -> None:
         super().__init__(version)
-        # bucket → feature → (what its record depends on, the record): a record whose
-        # inputs did not change is kept (only its provenance seq moves)
-        self._built: dict[str | None, dict[tuple[str, str], tuple[Any, Preference]]] = {}
+        # bucket → (feature keys, polarity, strength, status, (events, decay_at) per feature,
+        # records) of the last materialisation: see _records_for
+        self._built: dict[str | None, tuple[Any, ...]] = {}
 
     def _records_for(self, bucket_id: str | None, model: _Model) -> list[Preference]:
         """Version 2's record rules, computed for all features at once."""
@@ -507,51 +561,61 @@ class DerivedStateV3(DerivedStateV2):
         strength = np.minimum(np.maximum((np.abs(beta) - z * sd) / full, 0.0), 1.0)
         reinforced = np.where(positive, support[:, 0], support[:, 1]) > 0
         strength = np.where(reinforced, strength, np.minimum(strength, cap))
+        steps = np.array([f.decay_steps for f in feats], dtype=np.int64)
+        for j in np.flatnonzero(steps).tolist():  # Python's float power, as in version 2
+            strength[j] = float(strength[j]) * factor ** int(steps[j])
         contested = (cu * cr < 0.0) & (np.minimum(np.abs(cu), np.abs(cr)) >= contest)
-        scope = "global" if bucket_id is None else "project:" + bucket_id
-        old = self._built.get(bucket_id, {})
-        built: dict[tuple[str, str], tuple[Any, Preference]] = {}
-        out: list[Preference] = []
-        for i, (key, f) in enumerate(zip(fit.keys, feats, strict=True)):
-            s_i = float(strength[i])
-            if f.decay_steps:
-                s_i *= factor**f.decay_steps
-            polarity = "positive" if positive[i] else "negative"
-            status = (
-                "archived" if f.archived else ("under_review" if contested[i] else "stable")
+        archived = np.array([f.archived for f in feats], dtype=bool)
+        status = np.where(archived, 2, np.where(contested, 1, 0))
+        stamp = np.array([(f.events, f.decay_at_ms) for f in feats], dtype=np.int64).reshape(-1, 2)
+        # what each record depends on besides its feature's identity; last_seen changes only
+        # with ``events``. A record whose inputs are unchanged is kept (provenance updated).
+        prev = self._built.get(bucket_id)
+        if prev is not None and prev[0] == fit.keys:
+            _, p_pos, p_strength, p_status, p_stamp, p_recs = prev
+            changed = (
+                (positive != p_pos)
+                | (strength != p_strength)
+                | (status != p_status)
+                | (stamp != p_stamp).any(axis=1)
             )
-            inputs = (polarity, s_i, status, f.events, f.decay_at_ms, f.last_seen)
-            prev = old.get(key)
-            if prev is not None and prev[0] == inputs:
-                rec = prev[1]
+            out = list(p_recs)
+            for rec in out:
                 rec.last_derived_event_seq = self.last_seq
-            else:
-                sources, pos, neg, tags, decay_at = f.summary()
-                rec = Preference(
-                    id=_content_id(bucket_id, key, polarity),
-                    preference_type=key[0],
-                    pattern=key[1],
-                    polarity=polarity,
-                    signal_strength=s_i,
-                    confidence=confidence_of(s_i),
-                    sources=sources,
-                    accept_count=pos,
-                    reject_count=neg,
-                    explicit_tags=tags,
-                    last_seen=f.last_seen,
-                    decay_at=decay_at,
-                    scope=scope,
-                    reversal_signals=0,
-                    reversal_first_seen=None,
-                    polarity_status=status,
-                    shadow_of=None,
-                    derivation_version=self.version,
-                    source_event_count=f.events,
-                    last_derived_event_seq=self.last_seq,
-                )
-            built[key] = (inputs, rec)
-            out.append(rec)
-        self._built[bucket_id] = built
+            todo = np.flatnonzero(changed).tolist()
+        else:
+            out = [_QUIET] * len(feats)
+            todo = list(range(len(feats)))
+        scope = "global" if bucket_id is None else "project:" + bucket_id
+        names = ("stable", "under_review", "archived")
+        for i in todo:
+            key, f = fit.keys[i], feats[i]
+            s_i = float(strength[i])
+            polarity = "positive" if positive[i] else "negative"
+            sources, pos, neg, tags, decay_at = f.summary()
+            out[i] = Preference(
+                id=_content_id(bucket_id, key, polarity),
+                preference_type=key[0],
+                pattern=key[1],
+                polarity=polarity,
+                signal_strength=s_i,
+                confidence=confidence_of(s_i),
+                sources=sources,
+                accept_count=pos,
+                reject_count=neg,
+                explicit_tags=tags,
+                last_seen=f.last_seen,
+                decay_at=decay_at,
+                scope=scope,
+                reversal_signals=0,
+                reversal_first_seen=None,
+                polarity_status=names[int(status[i])],
+                shadow_of=None,
+                derivation_version=self.version,
+                source_event_count=f.events,
+                last_derived_event_seq=self.last_seq,
+            )
+        self._built[bucket_id] = (list(fit.keys), positive, strength, status, stamp, out)
         return out
 
     def evidence_for(self, record: Preference) -> dict[str, Any]:
