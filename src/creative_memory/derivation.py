@@ -111,17 +111,30 @@ def new_state(version: str) -> DerivedState:
 class _Bucket:
     """One record list (global, or one project) with first-match indexes."""
 
-    __slots__ = ("by_id", "first", "records")
+    __slots__ = ("by_id", "first", "records", "shadows")
 
     def __init__(self) -> None:
         self.records: list[Preference] = []
         self.first: dict[Key, Preference] = {}
         self.by_id: dict[str, Preference] = {}
+        # (shadowed record id, polarity) → records created as its shadows, in list order
+        # (``shadow_of`` only ever changes from an id to None, so the first one that still
+        # names it is the first match in ``records``)
+        self.shadows: dict[tuple[str, str], list[Preference]] = {}
 
     def add(self, rec: Preference) -> None:
         self.records.append(rec)
         self.first.setdefault((rec.preference_type, rec.pattern, rec.polarity), rec)
         self.by_id.setdefault(rec.id, rec)
+        if rec.shadow_of:
+            self.shadows.setdefault((rec.shadow_of, rec.polarity), []).append(rec)
+
+    def shadow(self, of: str, polarity: str) -> Preference | None:
+        """The first record whose ``shadow_of`` is ``of`` with ``polarity``, or None."""
+        for rec in self.shadows.get((of, polarity), ()):
+            if rec.shadow_of == of:
+                return rec
+        return None
 
 
 class DerivedState:
@@ -373,9 +386,7 @@ class DerivedState:
             rec.confidence = "low"
             rec.polarity_status = "under_review"
             sp = _OTHER[rec.polarity]
-            existing = next(
-                (r for r in bucket.records if r.shadow_of == rec.id and r.polarity == sp), None
-            )
+            existing = bucket.shadow(rec.id, sp)
             if existing is None:
                 shadow = self._new_record(ev, sp, abs(w) / 2.0, rec.scope, rec.id, decay_at)
                 bucket.add(shadow)
