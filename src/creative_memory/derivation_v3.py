@@ -35,7 +35,7 @@ tags and times on the estimate of the last fit); the next read fits (lazily, onc
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -126,6 +126,8 @@ class _Operator:
         self.steps = 0  # conjugate-gradient steps taken (for benchmarks)
         self._off: tuple[Any, Any, Any] | None = None
         self._dense: Any = None
+        self._border_cache: tuple[Any, Any, Any] | None = None
+        self._features: Any = None
 
     def gram(self, v: Any) -> Any:
         """``E A Eᵀ v`` for a vector ``v`` (length n) or a matrix (n × k)."""
@@ -195,6 +197,55 @@ class _Operator:
             self._dense = ext @ a @ ext.T
         return self._dense
 
+    def _preconditioner(self) -> Callable[[Any], Any]:
+        """``P⁻¹`` for the current precisions, where ``P`` keeps the border of ``M`` exact
+        (the intercept and the type levels, which touch every feature of their type) and
+        the feature block's diagonal: a block factorisation with the small Schur complement
+        ``S = M_BB − M_BF D_F⁻¹ M_FB``. Falls back to the diagonal (Jacobi) when ``S`` is
+        not positive definite or there is no border."""
+        import numpy as np
+
+        d = self.gram_diag + self.prior
+        inv_d = 1.0 / d
+        border = self._border()
+        if border is None:
+            return lambda r: inv_d * r if r.ndim == 1 else inv_d[:, None] * r
+        at, m_fb, m_bb = border  # border positions, M[features, border], G[border, border]
+        f_inv = inv_d[self._features]
+        s_mat = m_bb + np.diag(self.prior[at]) - m_fb.T @ (f_inv[:, None] * m_fb)
+        try:
+            chol = np.linalg.cholesky(s_mat)
+        except np.linalg.LinAlgError:
+            return lambda r: inv_d * r if r.ndim == 1 else inv_d[:, None] * r
+        s_inv = np.linalg.inv(chol).T @ np.linalg.inv(chol)
+        feats = self._features
+
+        def apply(r: Any) -> Any:
+            rf = r[feats]
+            scaled = f_inv * rf if r.ndim == 1 else f_inv[:, None] * rf
+            y_b = s_inv @ (r[at] - m_fb.T @ scaled)
+            out = np.empty_like(r)
+            out[at] = y_b
+            out[feats] = (
+                f_inv * (rf - m_fb @ y_b) if r.ndim == 1 else f_inv[:, None] * (rf - m_fb @ y_b)
+            )
+            return out
+
+        return apply
+
+    def _border(self) -> tuple[Any, Any, Any] | None:
+        """The border's positions, ``G[features, border]`` and ``G[border, border]``."""
+        import numpy as np
+
+        if self._border_cache is None:
+            at = np.concatenate([[0], np.arange(self.n0, self.n)]).astype(np.int64)
+            eye = np.zeros((self.n, len(at)))
+            eye[at, np.arange(len(at))] = 1.0
+            cols = self._gram_block(eye)
+            self._features = np.arange(1, self.n0)
+            self._border_cache = (at, cols[self._features], cols[at])
+        return self._border_cache
+
     def _gram_block(self, v: Any) -> Any:
         """:meth:`gram` of every column of ``v`` (n × k) in one pass: one scatter-add over
         the entries × columns."""
@@ -223,11 +274,11 @@ class _Operator:
         while the others go on."""
         import numpy as np
 
-        inv_d = (1.0 / (self.gram_diag + self.prior))[:, None]
+        precondition = self._preconditioner()
         x = np.zeros(b.shape)
         r = b.copy()
         limit = tolerance * tolerance * np.einsum("ij,ij->j", b, b)
-        z = inv_d * r
+        z = precondition(r)
         p = z.copy()
         rz = np.einsum("ij,ij->j", r, z)
         for _ in range(CG_MAX_STEPS):
@@ -240,7 +291,7 @@ class _Operator:
             alpha = np.where(active, rz / np.where(active, pq, 1.0), 0.0)
             x += alpha * p
             r -= alpha * q
-            z_new = inv_d * r
+            z_new = precondition(r)
             rz_new = np.einsum("ij,ij->j", r, z_new)
             beta = np.where(active, rz_new / np.where(active, rz, 1.0), 0.0)
             p = np.where(active, z_new + beta * p, p)
@@ -259,11 +310,11 @@ class _Operator:
             return np.linalg.solve(self._dense_gram() + np.diag(self.prior), b)
         if b.ndim == 2:
             return self._solve_block(b, tolerance)
-        inv_d = 1.0 / (self.gram_diag + self.prior)
+        precondition = self._preconditioner()
         x = np.zeros(self.n) if x0 is None else x0.copy()
         r = b - self.apply(x) if x0 is not None else b.copy()
         limit = tolerance * tolerance * float(b @ b)
-        z = inv_d * r
+        z = precondition(r)
         p = z.copy()
         rz = float(r @ z)
         steps = 0
@@ -275,7 +326,7 @@ class _Operator:
             alpha = rz / pq
             x += alpha * p
             r -= alpha * q
-            z = inv_d * r
+            z = precondition(r)
             rz_new = float(r @ z)
             p = z + (rz_new / rz) * p
             rz = rz_new
