@@ -74,7 +74,7 @@ from .derivation import (
 )
 from .events import ComparisonEvent, Event, LegacyRecordEvent, SignalEvent
 from .models import DecayResult, Preference, Refinement
-from .timeutil import MS_PER_DAY, format_ts, ts_to_ms
+from .timeutil import MS_PER_DAY, add_days_ts, format_ts, ts_to_ms
 
 VERSION: Final = "2"
 
@@ -211,7 +211,14 @@ class _Feature:
 
     @property
     def decay_at(self) -> str:
-        return format_ts(self.decay_at_ms) if self.last_seen else ""
+        if not self.last_seen:
+            return ""
+        days = int(V2_TABLE["decay_days"])
+        if self.decay_at_ms == self.last_ms + days * MS_PER_DAY:
+            # the usual case (no decay pass since the last evidence): shift the date of
+            # ``last_seen`` (``format_ts(last_ms)``), memoised per day — the same string
+            return add_days_ts(self.last_seen, days)
+        return format_ts(self.decay_at_ms)
 
     def summary(self) -> tuple[list[str], int, int, list[str], str]:
         """``(sources, accept_count, reject_count, explicit_tags, decay_at)`` of the
