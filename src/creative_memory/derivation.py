@@ -186,7 +186,7 @@ class DerivedState:
         """What an append returns for a record its event touched (right after the batch
         when :attr:`records_per_event` is False). By default the current record; a version
         whose records need a fit may return a provisional one instead, so that an append
-        never fits (docs/performance.md, "Lazy on read")."""
+        never fits (docs/performance.md, "Scaling with the vocabulary")."""
         return self.export_record(rec)
 
     # -- persistence (for the derivation cache) ----------------------------------------------

@@ -317,8 +317,8 @@ class MemoryStore:
 
         The appended events are folded from memory when this store's state for the user
         ends right where the append began (no read-back); otherwise, without ``records``,
-        nothing is derived now: the next read does it (docs/performance.md, "Lazy on
-        read")."""
+        nothing is derived now: the next read does it (docs/performance.md, "Scaling with
+        the vocabulary")."""
         with self._user_lock(user_id):
             appended = self._storage.append_positioned(user_id, events)
             seqs = [e.seq for e in appended.events]
