@@ -870,32 +870,43 @@ class DerivedStateV2(DerivedState):
             cu, cr = fit.unary[f.col], fit.reinforcing[f.col]
             contested = cu * cr < 0 and min(abs(cu), abs(cr)) >= contest
             status = "archived" if f.archived else ("under_review" if contested else "stable")
-            sources, pos, neg, tags, decay_at = f.summary()
-            out.append(
-                Preference(
-                    id=_content_id(bucket_id, key, polarity),
-                    preference_type=key[0],
-                    pattern=key[1],
-                    polarity=polarity,
-                    signal_strength=strength,
-                    confidence=confidence_of(strength),
-                    sources=sources,
-                    accept_count=pos,
-                    reject_count=neg,
-                    explicit_tags=tags,
-                    last_seen=f.last_seen,
-                    decay_at=decay_at,
-                    scope=scope,
-                    reversal_signals=0,
-                    reversal_first_seen=None,
-                    polarity_status=status,
-                    shadow_of=None,
-                    derivation_version=self.version,
-                    source_event_count=f.events,
-                    last_derived_event_seq=self.last_seq,
-                )
-            )
+            out.append(self._record(bucket_id, key, f, polarity, strength, status, scope))
         return out
+
+    def _record(
+        self,
+        bucket_id: str | None,
+        key: FeatureKey,
+        f: _Feature,
+        polarity: str,
+        strength: float,
+        status: str,
+        scope: str | None = None,
+    ) -> Preference:
+        """The record of feature ``f`` with its fitted polarity, strength and status."""
+        sources, pos, neg, tags, decay_at = f.summary()
+        return Preference(
+            id=_content_id(bucket_id, key, polarity),
+            preference_type=key[0],
+            pattern=key[1],
+            polarity=polarity,
+            signal_strength=strength,
+            confidence=confidence_of(strength),
+            sources=sources,
+            accept_count=pos,
+            reject_count=neg,
+            explicit_tags=tags,
+            last_seen=f.last_seen,
+            decay_at=decay_at,
+            scope=scope or ("global" if bucket_id is None else "project:" + bucket_id),
+            reversal_signals=0,
+            reversal_first_seen=None,
+            polarity_status=status,
+            shadow_of=None,
+            derivation_version=self.version,
+            source_event_count=f.events,
+            last_derived_event_seq=self.last_seq,
+        )
 
     # -- explanation ---------------------------------------------------------------------
     def evidence_for(self, record: Preference) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .derivation import DerivedState, confidence_of, register_version
+from .derivation import DerivedState, register_version
 from .derivation_v2 import (
     _KINDS,
     _QUIET,
@@ -653,29 +653,7 @@ class DerivedStateV3(DerivedStateV2):
             key, f = fit.keys[i], feats[i]
             s_i = float(strength[i])
             polarity = "positive" if positive[i] else "negative"
-            sources, pos, neg, tags, decay_at = f.summary()
-            out[i] = Preference(
-                id=_content_id(bucket_id, key, polarity),
-                preference_type=key[0],
-                pattern=key[1],
-                polarity=polarity,
-                signal_strength=s_i,
-                confidence=confidence_of(s_i),
-                sources=sources,
-                accept_count=pos,
-                reject_count=neg,
-                explicit_tags=tags,
-                last_seen=f.last_seen,
-                decay_at=decay_at,
-                scope=scope,
-                reversal_signals=0,
-                reversal_first_seen=None,
-                polarity_status=names[int(status[i])],
-                shadow_of=None,
-                derivation_version=self.version,
-                source_event_count=f.events,
-                last_derived_event_seq=self.last_seq,
-            )
+            out[i] = self._record(bucket_id, key, f, polarity, s_i, names[int(status[i])], scope)
         self._built[bucket_id] = (list(fit.keys), positive, strength, status, stamp, out)
         return out
 
