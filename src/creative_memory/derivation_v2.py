@@ -60,7 +60,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
@@ -443,18 +443,42 @@ class _Model:
         n: int,
         s0: float,
     ) -> tuple[Any, Any, float, Any, Any]:
-        """The spike-and-slab MAP fit with the classes weighted by ``omega``: a fixed number
-        of ridge fits, each setting every feature's precision from its posterior slab
-        probability at the previous estimate; ``s0`` is the prior guess of the residual
-        variance per unit of (weighted) evidence. Returns (β, (A + Λ)⁻¹, σ², slab probability
-        at the final estimate, final precisions Λ)."""
+        """The spike-and-slab MAP fit with the classes weighted by ``omega`` (see
+        :meth:`spike_slab_em`), each ridge fit by a dense inverse. Returns (β, (A + Λ)⁻¹,
+        σ², slab probability at the final estimate, final precisions Λ)."""
         import numpy as np
 
-        table = V2_TABLE
         classes = sorted(omega)
         gram = sum((omega[c] * gram_c[c] for c in classes), np.zeros((n, n)))
         b_all = sum((omega[c] * b_c[c] for c in classes), np.zeros(n))
-        yy = sum(omega[c] * float(self.yy[c]) for c in classes)
+        kept: dict[str, Any] = {}
+
+        def ridge(prior: Any, _previous: Any, _last: bool) -> tuple[Any, float]:
+            inverse = kept["inverse"] = np.linalg.inv(gram + np.diag(prior))
+            return inverse @ b_all, float(prior @ np.diag(inverse))
+
+        beta_v, sigma2, slab, prior = self.spike_slab_em(b_all, omega, n0, n, s0, ridge)
+        return beta_v, kept["inverse"], sigma2, slab, prior
+
+    def spike_slab_em(
+        self,
+        b_all: Any,
+        omega: Mapping[str, float],
+        n0: int,
+        n: int,
+        s0: float,
+        ridge: Callable[[Any, Any, bool], tuple[Any, float]],
+    ) -> tuple[Any, float, Any, Any]:
+        """The spike-and-slab EM steps: a fixed number of ridge fits, each setting every
+        feature's precision from its posterior slab probability at the previous estimate.
+        ``ridge(Λ, β_previous, last)`` solves ``(A + Λ) β = b`` and returns β and
+        ``Σᵢ Λᵢ [(A + Λ)⁻¹]ᵢᵢ`` (for the effective number of parameters); ``s0`` is the
+        prior guess of the residual variance per unit of (weighted) evidence. Returns (β,
+        σ², slab probability at the final estimate, final precisions Λ)."""
+        import numpy as np
+
+        table = V2_TABLE
+        yy = sum(omega[c] * float(self.yy[c]) for c in sorted(omega))
         lam1 = float(table["slab_prior"])
         lam0 = float(table["spike_prior"])
         share = float(table["slab_share"])
@@ -468,22 +492,24 @@ class _Model:
         nu0 = float(table["sigma_prior_rows"])
         iterations = int(table["fit_iterations"])
         slab = np.ones(n)
+        beta_v: Any = None
+        sigma2 = s0
         for step in range(iterations):
-            inverse = np.linalg.inv(gram + np.diag(prior))
-            beta_v = inverse @ b_all
+            last = step == iterations - 1
+            beta_v, trace = ridge(prior, beta_v, last)
             # residual variance: RSS = yᵀWy − βᵀb − βᵀΛβ; dof = rows − effective parameters
             rss = yy - float(beta_v @ b_all) - float(prior @ (beta_v * beta_v))
-            p_eff = n - float(prior @ np.diag(inverse))
+            p_eff = n - trace
             sigma2 = (max(rss, 0.0) + nu0 * s0) / max(self.rows - p_eff + nu0, 1.0)
             # E step: posterior slab probability of each feature (at the final step: at the
             # final estimate); M step: its precision for the next fit
             t = log_odds0 - 0.5 * (lam0 - lam1) * beta_v[1:n0] ** 2 / sigma2
             r = 1.0 / (1.0 + np.exp(np.minimum(t, 700.0)))
             slab[1:n0] = r
-            if step == iterations - 1:
+            if last:
                 break
             prior[1:n0] = r * lam1 + (1.0 - r) * lam0
-        return beta_v, inverse, sigma2, slab, prior
+        return beta_v, sigma2, slab, prior
 
     @staticmethod
     def _extend(vec: Mapping[int, int], pos: Mapping[int, int], ext: Any) -> Any:

@@ -523,42 +523,17 @@ class _ModelV3(_Model):
         s0: float,
     ) -> tuple[Any, float, Any, Any]:
         """Version 2's spike-and-slab EM steps with conjugate-gradient solves (warm-started
-        from the previous step) and the diagonal bound for the effective parameters."""
+        from the previous step) and the Neumann estimate of ``diag(M⁻¹)``."""
         import numpy as np
 
-        table = V2_TABLE
-        classes = sorted(omega)
-        b_all = sum((omega[c] * b_c[c] for c in classes), np.zeros(n))
-        yy = sum(omega[c] * float(self.yy[c]) for c in classes)
-        lam1 = float(table["slab_prior"])
-        lam0 = float(table["spike_prior"])
-        share = float(table["slab_share"])
-        log_odds0 = math.log((1.0 - share) / share) + 0.5 * math.log(lam0 / lam1)
-        prior = np.array(
-            [float(table["intercept_prior"])]
-            + [float(table["prior"])] * (n0 - 1)
-            + [float(table["type_prior"])] * (n - n0)
-        )
-        nu0 = float(table["sigma_prior_rows"])
-        iterations = int(table["fit_iterations"])
-        slab = np.ones(n)
-        beta_v: Any = None
-        sigma2 = s0
-        for step in range(iterations):
+        b_all = sum((omega[c] * b_c[c] for c in sorted(omega)), np.zeros(n))
+
+        def ridge(prior: Any, previous: Any, last: bool) -> tuple[Any, float]:
             op.prior = prior
-            last = step == iterations - 1
-            beta_v = op.solve(b_all, beta_v, CG_TOLERANCE if last else CG_TOLERANCE_EM)
-            rss = yy - float(beta_v @ b_all) - float(prior @ (beta_v * beta_v))
-            p_eff = n - float(prior @ op.inverse_diagonal())
-            sigma2 = (max(rss, 0.0) + nu0 * s0) / max(self.rows - p_eff + nu0, 1.0)
-            t = log_odds0 - 0.5 * (lam0 - lam1) * beta_v[1:n0] ** 2 / sigma2
-            r = 1.0 / (1.0 + np.exp(np.minimum(t, 700.0)))
-            slab[1:n0] = r
-            if step == iterations - 1:
-                break
-            prior = prior.copy()
-            prior[1:n0] = r * lam1 + (1.0 - r) * lam0
-        return beta_v, sigma2, slab, prior
+            beta = op.solve(b_all, previous, CG_TOLERANCE if last else CG_TOLERANCE_EM)
+            return beta, float(prior @ op.inverse_diagonal())
+
+        return self.spike_slab_em(b_all, omega, n0, n, s0, ridge)
 
     @staticmethod
     def _extend_v3(
