@@ -364,17 +364,7 @@ class _Model:
         import numpy as np  # imported on the first fit: commands that never fit start faster
 
         table = V2_TABLE
-        feats = sorted(
-            (k, f.col) for k, f in self.features.items()
-        )  # canonical order: by (type, pattern)
-        # a type level needs two patterns to be told apart from a pattern's own effect
-        seen: dict[str, int] = {}
-        for k, _ in feats:
-            seen[k[0]] = seen.get(k[0], 0) + 1
-        types = sorted(t for t, count in seen.items() if count > 1)
-        tpos = {t: i for i, t in enumerate(types)}
-        order = [0] + [c for _, c in feats]
-        pos = {c: p for p, c in enumerate(order)}
+        feats, types, tpos, order, pos = self.canonical_layout()
         n0 = len(order)
         n = n0 + len(types)
         ext = np.zeros((n, n0))  # x' = E x: the columns, then the type levels
@@ -433,6 +423,24 @@ class _Model:
             b_kind=b_kind,
         )
         return self.fit
+
+    def canonical_layout(
+        self,
+    ) -> tuple[list[tuple[FeatureKey, int]], list[str], dict[str, int], list[int], dict[int, int]]:
+        """The unknowns in canonical order: ``(feats, types, tpos, order, pos)`` — the
+        features sorted by ``(type, pattern)`` with their columns, the types that get a
+        level (two or more seen patterns: a level needs two to be told apart from a
+        pattern's own effect) and their index, the column order (intercept first) and each
+        column's position in it."""
+        feats = sorted((k, f.col) for k, f in self.features.items())
+        seen: dict[str, int] = {}
+        for k, _ in feats:
+            seen[k[0]] = seen.get(k[0], 0) + 1
+        types = sorted(t for t, count in seen.items() if count > 1)
+        tpos = {t: i for i, t in enumerate(types)}
+        order = [0] + [c for _, c in feats]
+        pos = {c: p for p, c in enumerate(order)}
+        return feats, types, tpos, order, pos
 
     def _emvs(
         self,

@@ -414,14 +414,7 @@ class _ModelV3(_Model):
 
         if self._layout_cache is not None and self._layout_cache[0] == len(self.features):
             return self._layout_cache[1]
-        feats = sorted((k, f.col) for k, f in self.features.items())
-        seen: dict[str, int] = {}
-        for k, _ in feats:
-            seen[k[0]] = seen.get(k[0], 0) + 1
-        types = sorted(t for t, count in seen.items() if count > 1)
-        tpos = {t: i for i, t in enumerate(types)}
-        order = [0] + [c for _, c in feats]
-        pos = {c: p for p, c in enumerate(order)}
+        feats, types, tpos, order, pos = self.canonical_layout()
         n0 = len(order)
         ftype = np.full(n0, -1, dtype=np.int64)
         for p, (k, _) in enumerate(feats, start=1):
