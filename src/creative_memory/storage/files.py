@@ -88,6 +88,10 @@ class FileStorage:
         self._log_paths: dict[str, Path] = {}
         self._settings_paths: dict[str, Path] = {}
         self._settings_seen: dict[str, tuple[tuple[int, int, int], UserSettings]] = {}
+        # per user: the log's (inode, size, mtime) when this object last read or wrote it
+        # to its end, and its generation — a read from that end finds nothing new while the
+        # file is unchanged (an append changes size and mtime, a rewrite the inode)
+        self._seen: dict[str, tuple[tuple[int, int, int], str]] = {}
         # per user: the log's (inode, size, mtime) after this object's last append, the tail
         # state at that point (last seq, last chain hash, generation) — reused while the
         # file is unchanged, so an append does not read the log back (docs/storage.md)
@@ -248,6 +252,13 @@ class FileStorage:
         sink: Callable[[list[Event]], None] | None = None,
     ) -> LogSnapshot:
         path = self._log_path(user_id)
+        seen = self._seen.get(user_id)
+        if seen is not None and generation == seen[1] and start == seen[0][1]:
+            # the log is as this object last saw it ending at `start`: nothing new to read
+            with contextlib.suppress(OSError):
+                st = os.stat(path)
+                if (st.st_ino, st.st_size, st.st_mtime_ns) == seen[0]:
+                    return LogSnapshot(events=[], generation=seen[1], end=start, resumed=True)
         opened = self._open_with_header(path)
         if opened is None:
             return LogSnapshot(events=[], generation="", end=0)
@@ -276,6 +287,9 @@ class FileStorage:
                     events.extend(chunk)
                 else:
                     sink(chunk)
+            st = os.fstat(f.fileno())
+            if st.st_size == end:  # read to the end, no torn tail: remember the file as seen
+                self._seen[user_id] = ((st.st_ino, st.st_size, st.st_mtime_ns), header.generation)
         return LogSnapshot(events=events, generation=header.generation, end=end, resumed=resumed)
 
     def read_after_cached(self, user_id: str, is_cached: Callable[[str], bool]) -> LogSnapshot:
@@ -372,6 +386,7 @@ class FileStorage:
                 end = start + len(data)
                 after = os.fstat(fd)
                 if after.st_size == end:
+                    self._seen[user_id] = ((after.st_ino, end, after.st_mtime_ns), generation)
                     self._tails[user_id] = (
                         (after.st_ino, end, after.st_mtime_ns),
                         last_seq,
@@ -442,6 +457,7 @@ class FileStorage:
     def rewrite(self, user_id: str, keep: Callable[[Event], Event | None]) -> int:
         with self.locked(user_id):
             self._tails.pop(user_id, None)
+            self._seen.pop(user_id, None)
             path = self._log_path(user_id)
             opened = self._open_log(user_id)
             if opened is None:
@@ -474,6 +490,7 @@ class FileStorage:
         is recomputed). ``seq_floor`` keeps every number ever used here unusable."""
         with self.locked(user_id):
             self._tails.pop(user_id, None)
+            self._seen.pop(user_id, None)
             path = self._log_path(user_id)
             floor = 0
             opened = self._open_log(user_id)
