@@ -1,0 +1,52 @@
+"""The deliberate public surface: what ``creative_memory`` exports and what a
+``MemoryStore`` offers. A change here is a change of the public contract (README,
+docs/architecture.md): make it on purpose, in this list too."""
+
+from __future__ import annotations
+
+import inspect
+
+import creative_memory as cm
+from creative_memory import MemoryStore, adapter
+
+EXPORTS = {
+    "ARCHIVE_DAYS", "CHARS_PER_TOKEN", "DECAY_DAYS", "DERIVATION_VERSION",
+    "INJECTION_THRESHOLD", "MAX_INJECTION_COUNT", "MAX_PER_CATEGORY", "MIN_NEG_FLOOR",
+    "NEGATIVE_BUDGET_RATIO", "NEGATIVE_PRIORITY_MULTIPLIER", "NORMALIZER", "SCHEMA_VERSION",
+    "SIGNAL_WEIGHTS", "TAG_POLARITY", "TOKEN_BUDGET",
+    "CaptureConfig", "CaptureLayer", "CaptureReport", "CreativeMemoryError", "DecayResult",
+    "MemoryStore", "Preference", "RedactionPolicy", "Refinement", "RetrievalResult",
+    "StorageError", "ValidationError", "__version__", "adapter",
+    "build_critique_block", "build_generation_block", "build_prompt_block",
+    "diagnostics_feed_line", "insert_memory_block", "insert_memory_block_into_prompt",
+    "summarize_diagnostics",
+}  # fmt: skip
+
+STORE_METHODS = {
+    "append_comparison", "close", "events", "explain", "export_memory", "flush", "forget",
+    "get_settings", "import_memory", "import_prototype", "ingest_signal", "ingest_signals",
+    "inspect", "is_paused", "list_preferences", "log_refinement", "now_ms", "pause",
+    "refinement_log", "reset_memory", "resume", "retrieve_for_injection", "root",
+    "run_decay", "set_diagnostics_feed", "set_memory_enabled", "set_project_disabled",
+}  # fmt: skip
+
+
+def test_package_exports_exactly_the_public_names() -> None:
+    assert set(cm.__all__) == EXPORTS
+    assert len(cm.__all__) == len(EXPORTS)  # no duplicates
+    for name in cm.__all__:
+        assert hasattr(cm, name), name
+
+
+def test_memory_store_offers_exactly_its_public_methods() -> None:
+    public = {n for n in dir(MemoryStore) if not n.startswith("_")}
+    assert public == STORE_METHODS
+
+
+def test_hosts_can_append_without_records() -> None:
+    """``records=False`` (append, derive nothing) on the store and every adapter handler."""
+    assert inspect.signature(MemoryStore.ingest_signals).parameters["records"].default is True
+    for name, handler in adapter.HANDLERS.items():
+        param = inspect.signature(handler).parameters.get("records")
+        assert param is not None and param.kind is inspect.Parameter.KEYWORD_ONLY, name
+        assert param.default is True, name
