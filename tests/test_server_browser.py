@@ -239,7 +239,7 @@ def test_settings_memory_page_end_to_end(daemon: Daemon, browser: Browser, tmp_p
     expect(page.locator("#why")).to_be_visible()
     expect(page.locator("#why-steps tbody tr")).to_have_count(3)
     expect(page.locator("#h-why")).to_be_focused()
-    # the daemon derives with the default version (2): what the estimate rests on
+    # the daemon derives with the default version (3): what the estimate rests on
     evidence = page.locator("#why-evidence li")
     expect(evidence.first).to_contain_text("Estimate -")
     expect(evidence.first).to_contain_text("slab probability")
