@@ -267,6 +267,10 @@ def main(
 ) -> None:
     """creative-memory: a local, deterministic preference memory for generative design
     tools. See, steer and erase what it learned about your taste."""
+    # One BLAS thread per process unless the environment says otherwise: the fits' small
+    # dense solves ran about 2.5x slower with one thread per core on a busy 2-core machine
+    # (docs/performance.md). numpy reads this when it is first imported, on the first fit.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     ctx.obj = _State(
         data_dir=data_dir,
         user_flag=user_flag,
