@@ -587,7 +587,6 @@ class Daemon:
             return
         self.closed = True
         report = self.capture.close()
-        self.store.flush()  # reads defer write-back: leave the derivation cache current
         _log(
             logging.INFO,
             "capture_flushed",
@@ -595,6 +594,10 @@ class Daemon:
             failed=report.failed,
             summary=describe(report),
         )
+        try:  # reads defer write-back: leave the derivation cache current
+            self.store.flush()
+        except Exception as exc:  # the cache is disposable: never fail a shutdown over it
+            _log(logging.WARNING, "derived_state_not_written", error=str(exc))
 
 
 # ---------------------------------------------------------------------------------------------
