@@ -99,10 +99,13 @@ class _Operator:
         ftype: Any,
         n0: int,
         n: int,
+        structure: dict[str, Any] | None = None,
     ) -> None:
         import numpy as np
 
         self.n0, self.n = n0, n
+        # what operators of one fit over the same classes share (see _off_diagonal)
+        self.structure: dict[str, Any] = {} if structure is None else structure
         self.ftype = ftype
         self.has = np.flatnonzero(ftype >= 0)
         classes = sorted(c for c in omega if c in parts)
@@ -168,17 +171,24 @@ class _Operator:
         import numpy as np
 
         r, c, v = self.rows, self.cols, self.vals
-        tr, tc = self.ftype[r], self.ftype[c]
-        to_level, from_level = tc >= 0, tr >= 0
-        both = to_level & from_level
-        rows = np.concatenate([r, r[to_level], tr[from_level], tr[both]])
-        cols = np.concatenate([c, tc[to_level], c[from_level], tc[both]])
+        shared = self.structure
+        if shared.get("entries") != len(r):  # the coordinates: the same for every weighting
+            tr, tc = self.ftype[r], self.ftype[c]
+            to_level, from_level = tc >= 0, tr >= 0
+            both = to_level & from_level
+            rows = np.concatenate([r, r[to_level], tr[from_level], tr[both]])
+            cols = np.concatenate([c, tc[to_level], c[from_level], tc[both]])
+            keys, where = np.unique(rows * self.n + cols, return_inverse=True)
+            ur, uc = keys // self.n, keys % self.n
+            off = ur != uc
+            shared.update(
+                entries=len(r), masks=(to_level, from_level, both), where=where, off=off,
+                ur=ur[off], uc=uc[off],
+            )  # fmt: skip
+        to_level, from_level, both = shared["masks"]
         vals = np.concatenate([v, v[to_level], v[from_level], v[both]])
-        keys, where = np.unique(rows * self.n + cols, return_inverse=True)
-        sums = np.bincount(where, weights=vals)
-        ur, uc = keys // self.n, keys % self.n
-        off = ur != uc
-        return ur[off], uc[off], sums[off]
+        sums = np.bincount(shared["where"], weights=vals)
+        return shared["ur"], shared["uc"], sums[shared["off"]]
 
     def apply(self, v: Any) -> Any:
         """``M v`` at the current prior precisions."""
@@ -445,16 +455,20 @@ class _ModelV3(_Model):
         s0 = float(table["sigma_prior"])
         # pass 1: every class at its table weight; its residuals give each class's variance
         ones = dict.fromkeys(classes, 1.0)
-        op1 = _Operator(parts, ones, ftype, n0, n)
+        structure: dict[str, Any] = {}
+        op1 = _Operator(parts, ones, ftype, n0, n, structure)
         beta1 = self._emvs_v3(op1, b_c, ones, n0, n, s0)[0]
         noise: dict[str, float] = {}
+        u1 = beta1[:n0].copy()  # Eᵀ β: each feature's effect plus its type level
+        u1[op1.has] += beta1[ftype[op1.has]]
         for c in classes:
-            op_c = _Operator(parts, {c: 1.0}, ftype, n0, n)
-            rss = float(self.yy[c]) - 2.0 * float(beta1 @ b_c[c]) + float(beta1 @ op_c.gram(beta1))
+            rows, cols, vals = parts[c]
+            quad = float(np.sum(vals * u1[rows] * u1[cols]))  # βᵀ E A_c Eᵀ β
+            rss = float(self.yy[c]) - 2.0 * float(beta1 @ b_c[c]) + quad
             noise[c] = (max(rss, 0.0) + nu0 * s0) / (self.nrows[c] + nu0)
         # pass 2: each class weighted by the inverse of its residual variance
         omega = {c: 1.0 / noise[c] for c in classes}
-        op = _Operator(parts, omega, ftype, n0, n)
+        op = _Operator(parts, omega, ftype, n0, n, structure)
         beta_v, sigma2, slab, prior = self._emvs_v3(op, b_c, omega, n0, n, 1.0)
         op.prior = prior
         unary_b = np.zeros(n)
