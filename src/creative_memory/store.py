@@ -177,6 +177,9 @@ class MemoryStore:
                             # show another version)
                             memo = _Memo(state, snap.generation, snap.end, snap.base, "")
                             return memo, snap, {}
+            elif snap.events or not snap.generation:
+                # no cached prefix: the read already holds the whole log; fold it from there
+                return _Memo(new_state(v), snap.generation, snap.end, "", ""), snap, {}
         # nothing usable cached (or the entry vanished or is unreadable): from scratch
         memo = _Memo(new_state(v), "", 0, "", "")
         touched: dict[int, Preference | Refinement | None] = {}
