@@ -9,8 +9,10 @@ fit is computed:
 * **Sparse operator.** The normal matrix ``M = E A Eᵀ + Λ`` is never formed: ``A`` (the
   stored ``Σ w·xᵢ·xⱼ``) is applied as a sparse matrix and the type-level map ``E`` as a
   scatter/gather, so one product costs O(nnz(A) + n).
-* **Conjugate gradients.** Each EM step solves ``M β = b`` by Jacobi-preconditioned
-  conjugate gradients, warm-started from the previous step's β, to a relative residual of
+* **Conjugate gradients.** Each EM step solves ``M β = b`` by conjugate gradients,
+  preconditioned with the exact border of ``M`` (the intercept and the type levels, through
+  a small Schur complement) and the features' diagonal, warm-started from the previous
+  step's β, to a relative residual of
   ``CG_TOLERANCE`` (a fixed rule: the result is a pure function of the statistics). A
   bucket with at most ``DENSE_MAX`` unknowns is solved directly instead (for so few, the
   iterations' overhead costs more than a dense LU). The two agree to about 1e-8 in a
