@@ -246,6 +246,11 @@ class Score:
     phantoms: int
     avoid_size: int
     prefer_size: int
+    # the listing ceiling: an oracle that knows the true taste and avoids / prefers exactly
+    # the true dislikes / likes the extractor has listed so far (precision 1). No derivation
+    # can name a feature it was never told about, so this bounds every arm's F1 from above.
+    ceiling_avoid_f1: float = 0.0
+    ceiling_prefer_f1: float = 0.0
 
 
 def prf(injected: set[str], truth: set[str]) -> tuple[float | None, float, float]:
@@ -256,11 +261,15 @@ def prf(injected: set[str], truth: set[str]) -> tuple[float | None, float, float
     return precision, recall, f1
 
 
-def score(user: User, block: str) -> Score:
+def score(user: User, block: str, listed: set[str] | None = None) -> Score:
     prefer, avoid = parse_block(block)
     ap, ar, af = prf(avoid, user.dislikes)
     pp, pr, pf = prf(prefer, user.likes)
-    return Score(ap, ar, af, pp, pr, pf, len(avoid - user.dislikes), len(avoid), len(prefer))
+    out = Score(ap, ar, af, pp, pr, pf, len(avoid - user.dislikes), len(avoid), len(prefer))
+    if listed is not None:
+        out.ceiling_avoid_f1 = prf(listed & user.dislikes, user.dislikes)[2]
+        out.ceiling_prefer_f1 = prf(listed & user.likes, user.likes)[2]
+    return out
 
 
 def run_arm(seed: int, arm: str, cfg: SimConfig, checkpoints: Sequence[int]) -> dict[int, Score]:
@@ -270,6 +279,7 @@ def run_arm(seed: int, arm: str, cfg: SimConfig, checkpoints: Sequence[int]) -> 
     pairwise = arm.endswith("-pairwise")
     out: dict[int, Score] = {}
     bias: tuple[set[str], set[str]] = (set(), set())
+    listed_so_far: set[str] = set()  # every pattern the extractor has listed (the ceiling)
     for turn in range(1, max(checkpoints) + 1):
         if cfg.closed_loop:
             bias = parse_block(rec.block())
@@ -282,6 +292,7 @@ def run_arm(seed: int, arm: str, cfg: SimConfig, checkpoints: Sequence[int]) -> 
             ub = utility(user, b) + rng.gauss(0, cfg.noise)
             (cw, cf), (lw, lf) = ((art_a, a), (art_b, b)) if ua >= ub else ((art_b, b), (art_a, a))
             ext_c, ext_l = extract(user, cf, cfg.listed), extract(user, lf, cfg.listed)
+            listed_so_far |= {f[1] for f in (*ext_c, *ext_l)}
             if pairwise:
                 rec.comparison(turn, (cw, ext_c), (lw, ext_l))
             else:
@@ -291,6 +302,7 @@ def run_arm(seed: int, arm: str, cfg: SimConfig, checkpoints: Sequence[int]) -> 
             u = utility(user, a) + rng.gauss(0, cfg.noise)
             r_edit, r_thumbs = rng.random(), rng.random()
             listed = extract(user, a, cfg.listed)
+            listed_so_far |= {f[1] for f in listed}
             if u > cfg.accept_threshold:
                 rec.unary(turn, "repeated_acceptance", "positive", art_a, listed)
                 if r_edit < cfg.edit_rate:
@@ -300,7 +312,7 @@ def run_arm(seed: int, arm: str, cfg: SimConfig, checkpoints: Sequence[int]) -> 
             else:
                 rec.unary(turn, "abandoned_generation", "negative", art_a, listed)
         if turn in checkpoints:
-            out[turn] = score(user, rec.block())
+            out[turn] = score(user, rec.block(), listed_so_far)
     return out
 
 
@@ -320,6 +332,8 @@ class Row:
     prefer_size: float
     seeds_with_avoid: int = 0
     seeds_with_prefer: int = 0
+    ceiling_avoid_f1: float = 0.0
+    ceiling_prefer_f1: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -342,6 +356,8 @@ def aggregate(arm: str, n: int, scores: list[Score]) -> Row:
         phantoms=_mean([float(s.phantoms) for s in scores]),
         avoid_size=_mean([float(s.avoid_size) for s in scores]),
         prefer_size=_mean([float(s.prefer_size) for s in scores]),
+        ceiling_avoid_f1=_mean([s.ceiling_avoid_f1 for s in scores]),
+        ceiling_prefer_f1=_mean([s.ceiling_prefer_f1 for s in scores]),
         seeds_with_avoid=len(ap),
         seeds_with_prefer=len(pp),
     )
@@ -379,15 +395,22 @@ def paired_se(a: Sequence[float], b: Sequence[float]) -> float:
 def table(rows: list[Row], title: str) -> str:
     head = (
         f"{'arm':<12} {'n':>4} | {'avoidP':>6} {'avoidR':>6} {'avoidF1':>7} | "
-        f"{'prefP':>6} {'prefR':>6} {'prefF1':>6} | {'phantom':>7} {'|A|':>4} {'|P|':>4}"
+        f"{'prefP':>6} {'prefR':>6} {'prefF1':>6} | {'phantom':>7} {'|A|':>4} {'|P|':>4} | "
+        f"{'ceilA':>5} {'%ceilA':>6} {'ceilP':>5}"
     )
     lines = [title, head, "-" * len(head)]
     for r in rows:
+        share = r.avoid_f1 / r.ceiling_avoid_f1 if r.ceiling_avoid_f1 else 0.0
         lines.append(
             f"{r.arm:<12} {r.n:>4} | {r.avoid_precision:>6.3f} {r.avoid_recall:>6.3f} "
             f"{r.avoid_f1:>7.3f} | {r.prefer_precision:>6.3f} {r.prefer_recall:>6.3f} "
             f"{r.prefer_f1:>6.3f} | {r.phantoms:>7.2f} {r.avoid_size:>4.1f} {r.prefer_size:>4.1f}"
+            f" | {r.ceiling_avoid_f1:>5.3f} {share:>6.1%} {r.ceiling_prefer_f1:>5.3f}"
         )
+    lines.append(
+        "  ceilA / ceilP: the listing ceiling — the avoid / prefer F1 of an oracle that knows "
+        "the true taste and names exactly the true dislikes / likes the extractor has listed"
+    )
     return "\n".join(lines)
 
 
@@ -461,8 +484,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--arms",
         default=",".join(ARMS),
-        help="arms to run, comma-separated (v1-unary and v2-pairwise are needed for the "
-        "targets)",
+        help="arms to run, comma-separated (v1-unary and v2-pairwise are needed for the targets)",
     )
     ap.add_argument(
         "--checkpoints",
