@@ -281,6 +281,32 @@ class _Fit:
     b_kind: dict[str, Any]  # each kind's E·Σ w·y·x (unweighted by its class)
 
 
+def _class_sums(b_kind: Mapping[str, Any], classes: Iterable[str], n: int) -> dict[str, Any]:
+    """Each noise class's ``Σ w·y·x`` (the sum of its kinds' vectors)."""
+    import numpy as np
+
+    b_c = {c: np.zeros(n) for c in classes}
+    for kind, vb in b_kind.items():
+        b_c[_noise_class(kind)] += vb
+    return b_c
+
+
+def _by_reinforcement(
+    b_kind: Mapping[str, Any], omega: Mapping[str, float], n: int
+) -> tuple[Any, Any]:
+    """The class-weighted ``Σ w·y·x`` of the unary and of the reinforcing kinds."""
+    import numpy as np
+
+    unary_b = np.zeros(n)
+    reinf_b = np.zeros(n)
+    for kind, vb in b_kind.items():
+        if _is_reinforcing(kind):
+            reinf_b += omega[_noise_class(kind)] * vb
+        else:
+            unary_b += omega[_noise_class(kind)] * vb
+    return unary_b, reinf_b
+
+
 class _Model:
     """Sufficient statistics and fit of one bucket."""
 
@@ -380,29 +406,17 @@ class _Model:
                 a0[pos[i], pos[j]] = a0[pos[j], pos[i]] = float(v)
             gram_c[c] = ext @ a0 @ ext.T
         b_kind = {kind: self._extend(vec, pos, ext) for kind, vec in self.xy.items()}
-        b_c = {c: np.zeros(n) for c in classes}
-        for kind, vb in b_kind.items():
-            b_c[_noise_class(kind)] += vb
-        nu0 = float(table["sigma_prior_rows"])
+        b_c = _class_sums(b_kind, classes, n)
         s0 = float(table["sigma_prior"])
         # pass 1: every class at its table weight; its residuals give each class's variance
         ones = dict.fromkeys(classes, 1.0)
         beta1 = self._emvs(gram_c, b_c, ones, n0, n, s0)[0]
-        noise: dict[str, float] = {}
-        for c in classes:
-            rss = float(self.yy[c]) - 2.0 * float(beta1 @ b_c[c]) + float(beta1 @ gram_c[c] @ beta1)
-            noise[c] = (max(rss, 0.0) + nu0 * s0) / (self.nrows[c] + nu0)
+        noise = self.class_noise({c: float(beta1 @ gram_c[c] @ beta1) for c in classes}, b_c, beta1)
         # pass 2: each class weighted by the inverse of its residual variance, so the
         # weighted residuals have unit variance: that is the prior guess of this pass
         omega = {c: 1.0 / noise[c] for c in classes}
         beta_v, inverse, sigma2, slab, prior = self._emvs(gram_c, b_c, omega, n0, n, 1.0)
-        unary_b = np.zeros(n)
-        reinf_b = np.zeros(n)
-        for kind, vb in b_kind.items():
-            if _is_reinforcing(kind):
-                reinf_b += omega[_noise_class(kind)] * vb
-            else:
-                unary_b += omega[_noise_class(kind)] * vb
+        unary_b, reinf_b = _by_reinforcement(b_kind, omega, n)
         bu = inverse @ unary_b
         br = inverse @ reinf_b
         var = sigma2 * np.diag(inverse)
@@ -423,6 +437,19 @@ class _Model:
             b_kind=b_kind,
         )
         return self.fit
+
+    def class_noise(
+        self, quad: Mapping[str, float], b_c: Mapping[str, Any], beta: Any
+    ) -> dict[str, float]:
+        """Each noise class's residual variance per unit of weight at the first pass's
+        ``beta`` (``quad[c] = βᵀ G_c β``), with the table's prior guess."""
+        nu0 = float(V2_TABLE["sigma_prior_rows"])
+        s0 = float(V2_TABLE["sigma_prior"])
+        noise: dict[str, float] = {}
+        for c in sorted(self.nrows):
+            rss = float(self.yy[c]) - 2.0 * float(beta @ b_c[c]) + quad[c]
+            noise[c] = (max(rss, 0.0) + nu0 * s0) / (self.nrows[c] + nu0)
+        return noise
 
     def canonical_layout(
         self,

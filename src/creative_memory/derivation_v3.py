@@ -49,9 +49,10 @@ from .derivation_v2 import (
     _QUIET,
     V2_TABLE,
     DerivedStateV2,
+    _by_reinforcement,
+    _class_sums,
     _content_id,
     _Fit,
-    _is_reinforcing,
     _Model,
     _noise_class,
 )
@@ -450,36 +451,25 @@ class _ModelV3(_Model):
         parts = _class_arrays(self, lookup)
         classes = sorted(self.nrows)
         b_kind = {kind: self._extend_v3(vec, pos, ftype, n0, n) for kind, vec in self.xy.items()}
-        b_c = {c: np.zeros(n) for c in classes}
-        for kind, vb in b_kind.items():
-            b_c[_noise_class(kind)] += vb
-        nu0 = float(table["sigma_prior_rows"])
+        b_c = _class_sums(b_kind, classes, n)
         s0 = float(table["sigma_prior"])
         # pass 1: every class at its table weight; its residuals give each class's variance
         ones = dict.fromkeys(classes, 1.0)
         structure: dict[str, Any] = {}
         op1 = _Operator(parts, ones, ftype, n0, n, structure)
         beta1 = self._emvs_v3(op1, b_c, ones, n0, n, s0)[0]
-        noise: dict[str, float] = {}
         u1 = beta1[:n0].copy()  # Eᵀ β: each feature's effect plus its type level
         u1[op1.has] += beta1[ftype[op1.has]]
-        for c in classes:
-            rows, cols, vals = parts[c]
-            quad = float(np.sum(vals * u1[rows] * u1[cols]))  # βᵀ E A_c Eᵀ β
-            rss = float(self.yy[c]) - 2.0 * float(beta1 @ b_c[c]) + quad
-            noise[c] = (max(rss, 0.0) + nu0 * s0) / (self.nrows[c] + nu0)
+        quad = {  # βᵀ E A_c Eᵀ β
+            c: float(np.sum(parts[c][2] * u1[parts[c][0]] * u1[parts[c][1]])) for c in classes
+        }
+        noise = self.class_noise(quad, b_c, beta1)
         # pass 2: each class weighted by the inverse of its residual variance
         omega = {c: 1.0 / noise[c] for c in classes}
         op = _Operator(parts, omega, ftype, n0, n, structure)
         beta_v, sigma2, slab, prior = self._emvs_v3(op, b_c, omega, n0, n, 1.0)
         op.prior = prior
-        unary_b = np.zeros(n)
-        reinf_b = np.zeros(n)
-        for kind, vb in b_kind.items():
-            if _is_reinforcing(kind):
-                reinf_b += omega[_noise_class(kind)] * vb
-            else:
-                unary_b += omega[_noise_class(kind)] * vb
+        unary_b, reinf_b = _by_reinforcement(b_kind, omega, n)
         both = op.solve(np.stack([unary_b, reinf_b], axis=1))
         bu, br = both[:, 0], both[:, 1]
         # exact variances for the features whose strength can be above 0 (module docstring)
