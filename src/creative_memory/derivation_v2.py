@@ -280,6 +280,10 @@ class _Fit:
     omega: dict[str, float]  # the weight of each class in the final fit (1 / noise)
     b_kind: dict[str, Any]  # each kind's E·Σ w·y·x (unweighted by its class)
 
+    def inverse_row(self, col: int) -> Any:
+        """Row ``col`` of ``(E A Eᵀ + Λ)⁻¹``."""
+        return self.inverse[self.pos[col]]
+
 
 def _class_sums(b_kind: Mapping[str, Any], classes: Iterable[str], n: int) -> dict[str, Any]:
     """Each noise class's ``Σ w·y·x`` (the sum of its kinds' vectors)."""
@@ -558,7 +562,7 @@ class _Model:
 
     def kind_contributions(self, col: int) -> dict[str, float]:
         fit = self.solve()
-        row = fit.inverse[fit.pos[col]]
+        row = fit.inverse_row(col)
         out: dict[str, float] = {}
         for kind in _KINDS:
             if self.xy.get(kind):

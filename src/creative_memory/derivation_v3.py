@@ -45,7 +45,6 @@ from typing import Any, Final
 
 from .derivation import DerivedState, register_version
 from .derivation_v2 import (
-    _KINDS,
     _QUIET,
     V2_TABLE,
     DerivedStateV2,
@@ -54,7 +53,6 @@ from .derivation_v2 import (
     _content_id,
     _Fit,
     _Model,
-    _noise_class,
 )
 from .models import Preference
 
@@ -547,17 +545,6 @@ class _ModelV3(_Model):
         has = np.flatnonzero(ftype >= 0)
         if len(has):
             out[n0:] = np.bincount(ftype[has] - n0, weights=out[has], minlength=n - n0)
-        return out
-
-    def kind_contributions(self, col: int) -> dict[str, float]:
-        fit = self.solve()
-        assert isinstance(fit, _FitV3)
-        row = fit.inverse_row(col)
-        out: dict[str, float] = {}
-        for kind in _KINDS:
-            if self.xy.get(kind):
-                weight = fit.omega[_noise_class(kind)]
-                out[kind] = weight * float(row @ fit.b_kind[kind])
         return out
 
 
