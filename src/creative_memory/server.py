@@ -41,7 +41,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from importlib import resources
@@ -681,6 +681,19 @@ async def _read_json(request: Request, limit: int) -> Any:
     return value
 
 
+async def _read_object(
+    request: Request, d: Daemon, known: Sequence[str], hint: str, noun: str = "field"
+) -> dict[str, Any]:
+    """A JSON object body whose keys are all in ``known`` (``hint`` says what to send)."""
+    body = await _read_json(request, d.config.max_body_bytes)
+    if not isinstance(body, dict):
+        raise _bad_input(hint, "body")
+    for key in body:
+        if key not in known:
+            raise _bad_input(f"unknown {noun} {key!r}; known: {', '.join(known)}", key)
+    return body
+
+
 def _query(request: Request, name: str) -> str | None:
     values = request.query_params.getlist(name)
     if not values:
@@ -863,12 +876,9 @@ async def post_prompt(request: Request) -> Response:
     (docs/prompt-composition.md)."""
     d = _daemon(request)
     user = d.authenticate(request)
-    body = await _read_json(request, d.config.max_body_bytes)
-    if not isinstance(body, dict):
-        raise _bad_input('send {"host_prompt": "<the composed system prompt>"}', "body")
-    for key in body:
-        if key not in _COMPOSE_KEYS:
-            raise _bad_input(f"unknown field {key!r}; known: {', '.join(_COMPOSE_KEYS)}", key)
+    body = await _read_object(
+        request, d, _COMPOSE_KEYS, 'send {"host_prompt": "<the composed system prompt>"}'
+    )
     host = body.get("host_prompt")
     if not isinstance(host, str):
         raise _bad_input("host_prompt must be a string (the composed system prompt)", "host_prompt")
@@ -1003,12 +1013,9 @@ _SETTING_KEYS: Final = (
 async def post_settings(request: Request) -> Response:
     d = _daemon(request)
     user = d.authenticate(request)
-    body = await _read_json(request, d.config.max_body_bytes)
-    if not isinstance(body, dict):
-        raise _bad_input("send a JSON object of settings to change", "body")
-    for key in body:
-        if key not in _SETTING_KEYS:
-            raise _bad_input(f"unknown setting {key!r}; known: {', '.join(_SETTING_KEYS)}", key)
+    body = await _read_object(
+        request, d, _SETTING_KEYS, "send a JSON object of settings to change", "setting"
+    )
     for key in ("memory_enabled", "paused", "diagnostics_feed"):
         if key in body and not isinstance(body[key], bool):
             raise _bad_input(f"{key} must be true or false", key)
@@ -1056,12 +1063,7 @@ async def post_settings(request: Request) -> Response:
 async def post_reset(request: Request) -> Response:
     d = _daemon(request)
     user = d.authenticate(request)
-    body = await _read_json(request, d.config.max_body_bytes)
-    if not isinstance(body, dict):
-        raise _bad_input('send {"confirm": true}', "body")
-    for key in body:
-        if key not in ("confirm", "scope"):
-            raise _bad_input(f"unknown field {key!r}; known: confirm, scope", key)
+    body = await _read_object(request, d, ("confirm", "scope"), 'send {"confirm": true}')
     if body.get("confirm") is not True:
         raise _bad_input('a reset erases memory for real: send "confirm": true', "confirm")
     scope = body.get("scope", "all")
