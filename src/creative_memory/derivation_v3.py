@@ -129,7 +129,6 @@ class _Operator:
             g[n0:] += np.bincount(tr[same] - n0, weights=self.vals[same], minlength=n - n0)
         self.gram_diag = g
         self.prior = np.zeros(n)
-        self.steps = 0  # conjugate-gradient steps taken (for benchmarks)
         self._off: tuple[Any, Any, Any] | None = None
         self._dense: Any = None
         self._border_cache: tuple[Any, Any, Any] | None = None
@@ -140,6 +139,8 @@ class _Operator:
         import numpy as np
 
         if v.ndim == 2:
+            if v.shape[1] == 1:  # one column: the vector product is cheaper
+                return self.gram(v[:, 0])[:, None]
             return self._gram_block(v)
         n0 = self.n0
         u = v[:n0].copy()
@@ -281,15 +282,16 @@ class _Operator:
             ).reshape(self.n - n0, k)
         return out
 
-    def _solve_block(self, b: Any, tolerance: float) -> Any:
-        """Conjugate gradients for every column of ``b`` at once (from 0), each column with
-        its own step sizes and its own stopping test — a converged column is left as it is
-        while the others go on."""
+    def _conjugate_gradients(self, b: Any, x0: Any | None, tolerance: float) -> Any:
+        """Preconditioned conjugate gradients for every column of ``b`` (n × k) at once,
+        from ``x0`` (default 0), each column with its own step sizes and its own stopping
+        test (``‖r‖ ≤ tolerance · ‖b‖``) — a converged column is left as it is while the
+        others go on."""
         import numpy as np
 
         precondition = self._preconditioner()
-        x = np.zeros(b.shape)
-        r = b.copy()
+        x = np.zeros(b.shape) if x0 is None else x0.copy()
+        r = b.copy() if x0 is None else b - self.apply(x)
         limit = tolerance * tolerance * np.einsum("ij,ij->j", b, b)
         z = precondition(r)
         p = z.copy()
@@ -298,7 +300,7 @@ class _Operator:
             active = np.einsum("ij,ij->j", r, r) > limit
             if not active.any():
                 break
-            q = self._gram_block(p) + self.prior[:, None] * p
+            q = self.apply(p)
             pq = np.einsum("ij,ij->j", p, q)
             active &= pq > 0.0
             alpha = np.where(active, rz / np.where(active, pq, 1.0), 0.0)
@@ -309,43 +311,20 @@ class _Operator:
             beta = np.where(active, rz_new / np.where(active, rz, 1.0), 0.0)
             p = np.where(active, z_new + beta * p, p)
             rz = np.where(active, rz_new, rz)
-            self.steps += 1
         return x
 
     def solve(self, b: Any, x0: Any | None = None, tolerance: float = CG_TOLERANCE) -> Any:
-        """``M⁻¹ b``: a direct solve when the bucket has at most ``DENSE_MAX`` unknowns
-        (cheaper there than the iterations' overhead), else Jacobi-preconditioned conjugate
-        gradients from ``x0`` (default 0; the columns of a matrix ``b`` all at once, from
-        0)."""
+        """``M⁻¹ b`` (``b``: a vector or the columns of a matrix): a direct solve when the
+        bucket has at most ``DENSE_MAX`` unknowns (cheaper there than the iterations'
+        overhead), else conjugate gradients from ``x0`` (default 0)."""
         import numpy as np
 
         if self.n <= DENSE_MAX:
             return np.linalg.solve(self._dense_gram() + np.diag(self.prior), b)
         if b.ndim == 2:
-            return self._solve_block(b, tolerance)
-        precondition = self._preconditioner()
-        x = np.zeros(self.n) if x0 is None else x0.copy()
-        r = b - self.apply(x) if x0 is not None else b.copy()
-        limit = tolerance * tolerance * float(b @ b)
-        z = precondition(r)
-        p = z.copy()
-        rz = float(r @ z)
-        steps = 0
-        while float(r @ r) > limit and steps < CG_MAX_STEPS:
-            q = self.gram(p) + self.prior * p
-            pq = float(p @ q)
-            if pq <= 0.0:
-                break
-            alpha = rz / pq
-            x += alpha * p
-            r -= alpha * q
-            z = precondition(r)
-            rz_new = float(r @ z)
-            p = z + (rz_new / rz) * p
-            rz = rz_new
-            steps += 1
-        self.steps += steps
-        return x
+            return self._conjugate_gradients(b, x0, tolerance)
+        start = None if x0 is None else x0[:, None]
+        return self._conjugate_gradients(b[:, None], start, tolerance)[:, 0]
 
 
 def _needs_exact_variance(beta: Any, threshold: Any, n0: int) -> list[int]:
