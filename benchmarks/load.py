@@ -37,8 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from creative_memory import MemoryStore  # noqa: E402
-from creative_memory.events import SignalEvent  # noqa: E402
-from creative_memory.server import DaemonFiles  # noqa: E402
+from creative_memory.engine.events import SignalEvent  # noqa: E402
+from creative_memory.http.server import DaemonFiles  # noqa: E402
 
 PATTERNS = [f"pattern_{i:02d}" for i in range(24)]
 TYPES = ["color", "layout", "typography", "imagery"]
@@ -192,7 +192,7 @@ def start_daemon(
         [
             sys.executable,
             "-m",
-            "creative_memory.server_cli",
+            "creative_memory.cli.daemon",
             "serve",
             "--data-dir",
             str(data_dir),

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from creative_memory import MemoryStore
-from creative_memory.prompt import (
+from creative_memory.engine.prompt import (
     build_critique_block,
     build_generation_block,
     insert_memory_block,

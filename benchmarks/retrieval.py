@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from creative_memory import MemoryStore, build_prompt_block
-from creative_memory.timeutil import format_ts, parse_ts
+from creative_memory.engine.timeutil import format_ts, parse_ts
 
 USER = "bench"
 TYPES = ["layout", "color", "typography", "motion", "mood"]

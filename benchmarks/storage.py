@@ -47,10 +47,10 @@ from pathlib import Path
 from typing import Any
 
 from creative_memory import DERIVATION_VERSION, MemoryStore
-from creative_memory.derivation import known_versions
-from creative_memory.events import DecayPassEvent, Event, build_signal_event
+from creative_memory.engine.derivation.v1 import known_versions
+from creative_memory.engine.events import DecayPassEvent, Event, build_signal_event
+from creative_memory.engine.timeutil import format_ts, parse_ts
 from creative_memory.storage import FileStorage
-from creative_memory.timeutil import format_ts, parse_ts
 
 BIG, SMALL, ACTIVE = "big", "small", "active60"
 TYPES = ["layout", "color", "typography", "motion", "mood"]
@@ -72,7 +72,7 @@ ROOT_ENV = "CM_BENCH_SRC"
 
 def load_versions() -> list[str]:
     with contextlib.suppress(ImportError):
-        importlib.import_module("creative_memory.derivation_v2")
+        importlib.import_module("creative_memory.engine.derivation.v2")
     return list(known_versions())
 
 

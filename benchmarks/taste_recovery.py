@@ -54,17 +54,17 @@ try:
 except ImportError:  # pragma: no cover - running from a checkout without installing
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-import creative_memory.derivation_v2  # noqa: F401  (registers version "2")
-from creative_memory.derivation import DerivedState, new_state
-from creative_memory.events import (
+import creative_memory.engine.derivation.v2  # noqa: F401  (registers version "2")
+from creative_memory.engine.derivation.v1 import DerivedState, new_state
+from creative_memory.engine.events import (
     ComparisonEvent,
     ComparisonSide,
     Feature,
     SignalEvent,
 )
-from creative_memory.prompt import build_prompt_block
-from creative_memory.retrieval import retrieve
-from creative_memory.timeutil import format_ts, parse_ts
+from creative_memory.engine.prompt import build_prompt_block
+from creative_memory.engine.retrieval import retrieve
+from creative_memory.engine.timeutil import format_ts, parse_ts
 
 CHECKPOINTS = (50, 100, 200)
 START_MS = parse_ts("2025-01-01T00:00:00Z")

@@ -54,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import creative_memory
 import storage as storage_bench  # benchmarks/storage.py
 from creative_memory import DERIVATION_VERSION, MemoryStore, build_prompt_block
-from creative_memory.events import (
+from creative_memory.engine.events import (
     ComparisonEvent,
     ComparisonSide,
     Event,
@@ -64,8 +64,8 @@ from creative_memory.events import (
     encode_event,
     with_chain,
 )
+from creative_memory.engine.timeutil import format_ts
 from creative_memory.storage import FileStorage
-from creative_memory.timeutil import format_ts
 
 TYPES = storage_bench.TYPES
 SIGNALS = storage_bench.SIGNALS

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from creative_memory import MemoryStore
-from creative_memory.timeutil import parse_ts
+from creative_memory.engine.timeutil import parse_ts
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures"

@@ -18,10 +18,10 @@ import msgspec
 import pytest
 
 from creative_memory import MemoryStore, build_prompt_block
-from creative_memory.derivation import DerivedState
-from creative_memory.events import SignalEvent
+from creative_memory.engine.derivation.v1 import DerivedState
+from creative_memory.engine.events import SignalEvent
+from creative_memory.engine.timeutil import format_ts
 from creative_memory.storage import FileStorage
-from creative_memory.timeutil import format_ts
 from tests.conftest import FIXTURES, ManualClock, tag
 from tests.test_conformance import SCENARIOS, load_scenario, replay
 from tests.test_prototype_import import comparable

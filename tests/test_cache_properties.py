@@ -29,9 +29,9 @@ from hypothesis.stateful import (
 )
 
 from creative_memory import SIGNAL_WEIGHTS, MemoryStore, adapter
-from creative_memory import derivation as derivation_mod
-from creative_memory.derivation import DerivedState, known_versions
-from creative_memory.timeutil import MS_PER_DAY, format_ts, parse_ts
+from creative_memory.engine.derivation import v1 as derivation_mod
+from creative_memory.engine.derivation.v1 import DerivedState, known_versions
+from creative_memory.engine.timeutil import MS_PER_DAY, format_ts, parse_ts
 from tests.conftest import ManualClock
 
 USER = "prop_user"
@@ -48,7 +48,7 @@ ALIAS_VERSION = "1t"
 def real_versions() -> list[str]:
     """Registered derivation versions, after loading version 2 if it has landed."""
     with contextlib.suppress(ImportError):
-        importlib.import_module("creative_memory.derivation_v2")
+        importlib.import_module("creative_memory.engine.derivation.v2")
     return list(known_versions())
 
 

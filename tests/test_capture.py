@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from creative_memory import MemoryStore, adapter
-from creative_memory.capture import CaptureConfig, CaptureLayer, describe
-from creative_memory.errors import StorageError
-from creative_memory.events import RefinementEvent, SignalEvent
-from creative_memory.timeutil import parse_ts
+from creative_memory.capture.layer import CaptureConfig, CaptureLayer, describe
+from creative_memory.engine.errors import StorageError
+from creative_memory.engine.events import RefinementEvent, SignalEvent
+from creative_memory.engine.timeutil import parse_ts
 
 T0 = parse_ts("2025-03-01T10:00:00Z")
 U = "alice"

@@ -25,8 +25,7 @@ import pytest
 from click.testing import CliRunner
 
 from creative_memory import DERIVATION_VERSION, MemoryStore
-from creative_memory.cli import main
-from creative_memory.paths import (
+from creative_memory.app.paths import (
     PathConfigError,
     check_root,
     platform_data_dir,
@@ -34,6 +33,7 @@ from creative_memory.paths import (
     resolve_user,
     safe_name,
 )
+from creative_memory.cli.main import main
 from tests.conftest import FIXTURES
 
 ROOT_VARS = ("OD_DATA_DIR", "MEMORY_STORAGE_ROOT", "CREATIVE_MEMORY_USER", "XDG_DATA_HOME")
@@ -226,7 +226,9 @@ def test_user_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
     assert resolve_user("bob", {"CREATIVE_MEMORY_USER": "carol"}).source == "--user"
     got = resolve_user(None, {"CREATIVE_MEMORY_USER": "carol"})
     assert (got.user_id, got.source) == ("carol", "CREATIVE_MEMORY_USER")
-    monkeypatch.setattr("creative_memory.paths.getpass.getuser", lambda: "Jane Doe@corp.example")
+    monkeypatch.setattr(
+        "creative_memory.app.paths.getpass.getuser", lambda: "Jane Doe@corp.example"
+    )
     got = resolve_user(None, {})
     assert (got.user_id, got.source) == ("Jane_Doe_corp_example", "login name")
     assert safe_name("a.b/c d-e_f") == "a_b_c_d-e_f"
@@ -1045,7 +1047,7 @@ def test_help_and_alias_through_the_entry_points(cli: Cli) -> None:
 
 
 def test_derivation_version_option(cli: Cli) -> None:
-    from creative_memory.derivation import known_versions
+    from creative_memory.engine.derivation.v1 import known_versions
 
     cli.teach()
     for version in known_versions():

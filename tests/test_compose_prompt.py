@@ -28,7 +28,7 @@ from creative_memory import (
     insert_memory_block,
     insert_memory_block_into_prompt,
 )
-from creative_memory.prompt import HOST_HEADINGS, HOST_KINDS, block_role, heading_kind
+from creative_memory.engine.prompt import HOST_HEADINGS, HOST_KINDS, block_role, heading_kind
 from tests.conftest import FIXTURES, tag
 
 COMPOSER = FIXTURES / "composer"

@@ -18,8 +18,8 @@ import pytest
 from click.testing import CliRunner
 
 from creative_memory import __version__
-from creative_memory.cli import main
-from creative_memory.demo import EMPTY_BLOCK, DemoStep, demo_document, render_text, run_demo
+from creative_memory.cli.demo import EMPTY_BLOCK, DemoStep, demo_document, render_text, run_demo
+from creative_memory.cli.main import main
 
 PREFERENCE_FIELDS = {
     "id", "preference_type", "pattern", "polarity", "signal_strength", "confidence",

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from creative_memory import MemoryStore, adapter
-from creative_memory import derivation as _derivation
-from creative_memory.derivation import DerivedState, derive
-from creative_memory.events import (
+from creative_memory.engine.derivation import v1 as _derivation
+from creative_memory.engine.derivation.v1 import DerivedState, derive
+from creative_memory.engine.events import (
     ComparisonEvent,
     ComparisonSide,
     DecayPassEvent,
@@ -24,16 +24,16 @@ from creative_memory.events import (
     LegacyRecordEvent,
     SignalEvent,
 )
-from creative_memory.models import Preference
-from creative_memory.retrieval import retrieve
-from creative_memory.timeutil import MS_PER_DAY, format_ts, parse_ts
+from creative_memory.engine.models import Preference
+from creative_memory.engine.retrieval import retrieve
+from creative_memory.engine.timeutil import MS_PER_DAY, format_ts, parse_ts
 
 # Importing version 2 registers it. Until the store imports it itself, keep the registration
 # scoped to these tests, so other tests (and the CLI subprocesses they start, which do not
 # import this module) see the same set of versions.
 _HAD_V2 = "2" in _derivation._REGISTRY
-from creative_memory import derivation_v2 as _v2  # noqa: E402
-from creative_memory.derivation_v2 import V2_TABLE, DerivedStateV2  # noqa: E402
+from creative_memory.engine.derivation import v2 as _v2  # noqa: E402
+from creative_memory.engine.derivation.v2 import V2_TABLE, DerivedStateV2  # noqa: E402
 
 if not _HAD_V2:
     _derivation._REGISTRY.pop("2", None)

@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from creative_memory import MemoryStore, derivation_v3
-from creative_memory.derivation import DerivedState, derive
-from creative_memory.events import SignalEvent, build_signal_event
-from creative_memory.timeutil import format_ts
+from creative_memory import MemoryStore
+from creative_memory.engine.derivation import v3 as derivation_v3
+from creative_memory.engine.derivation.v1 import DerivedState, derive
+from creative_memory.engine.events import SignalEvent, build_signal_event
+from creative_memory.engine.timeutil import format_ts
 
 T0 = 1_767_225_600_000
 TYPES = ("layout", "color", "typography", "motion", "mood")

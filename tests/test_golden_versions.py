@@ -58,10 +58,10 @@ import msgspec
 import pytest
 
 from creative_memory import MemoryStore, adapter, build_prompt_block
-from creative_memory.constants import SIGNAL_WEIGHTS, TAG_POLARITY
-from creative_memory.derivation import known_versions
-from creative_memory.events import SignalEvent
-from creative_memory.timeutil import MS_PER_DAY, format_ts
+from creative_memory.engine.constants import SIGNAL_WEIGHTS, TAG_POLARITY
+from creative_memory.engine.derivation.v1 import known_versions
+from creative_memory.engine.events import SignalEvent
+from creative_memory.engine.timeutil import MS_PER_DAY, format_ts
 from tests.conftest import FIXTURES, ManualClock
 
 GOLDEN_DIR = FIXTURES / "golden"

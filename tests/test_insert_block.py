@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from creative_memory.prompt import block_heading, block_role, insert_memory_block
+from creative_memory.engine.prompt import block_heading, block_role, insert_memory_block
 
 HOST = [
     "## Identity\nYou are the design assistant.",  # 0

@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from creative_memory import MemoryStore, adapter
-from creative_memory.capture import CaptureLayer
-from creative_memory.derivation import DerivedState, known_versions
+from creative_memory.app.store import WRITE_BACK_EVENTS
+from creative_memory.capture.layer import CaptureLayer
+from creative_memory.engine.derivation.v1 import DerivedState, known_versions
 from creative_memory.storage import FileStorage
-from creative_memory.store import WRITE_BACK_EVENTS
 from tests.conftest import FIXTURES, ManualClock, tag
 
 U = "lazy_user"

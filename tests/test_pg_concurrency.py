@@ -32,7 +32,7 @@ import psycopg
 import pytest
 
 from creative_memory import MemoryStore, StorageError
-from creative_memory.events import CHAIN_GENESIS, Event, SignalEvent, chain_hash
+from creative_memory.engine.events import CHAIN_GENESIS, Event, SignalEvent, chain_hash
 from creative_memory.storage import FileStorage
 from creative_memory.storage.postgres import MIGRATIONS, SCHEMA_VERSION, PostgresStorage, migrate
 from tests.conftest import ManualClock
@@ -103,14 +103,14 @@ def start_daemon(
     data_dir: Path, url: str, env: dict[str, str], log: Path
 ) -> tuple[subprocess.Popen[bytes], str]:
     """``serve --multi-user --database url`` on a free loopback port; (process, base URL)."""
-    from creative_memory.server import DaemonFiles
+    from creative_memory.http.server import DaemonFiles
 
     files = DaemonFiles(data_dir)
     proc = subprocess.Popen(
         [
             sys.executable,
             "-m",
-            "creative_memory.server_cli",
+            "creative_memory.cli.daemon",
             "serve",
             "--data-dir",
             str(data_dir),
@@ -142,7 +142,7 @@ def test_two_daemons_ingest_for_the_same_users(pg_url: str, tmp_path: Path) -> N
 
     import httpx
 
-    from creative_memory.server import DaemonFiles
+    from creative_memory.http.server import DaemonFiles
 
     users = [f"user{i:02d}" for i in range(16)]
     per_user = 125  # 2,000 events in total
@@ -437,7 +437,7 @@ def test_terminated_connections_are_replaced(pg_url: str) -> None:
     """Writes ping their connection first and replace a dead one; reads do so after a
     second of idleness (so steady traffic pays no extra round trip) and can fail once on
     a connection that died within that second."""
-    from creative_memory.events import SignalEvent as Sig
+    from creative_memory.engine.events import SignalEvent as Sig
 
     def ev(p: str) -> Sig:
         at = "2025-01-01T00:00:00.000Z"

@@ -11,10 +11,11 @@ import random
 from typing import Any
 
 import pytest
+from creative_memory.tests.conftest import tag
 
 from creative_memory import TOKEN_BUDGET, MemoryStore, RetrievalResult, build_prompt_block
-from creative_memory.feed import diagnostics_feed_line
-from creative_memory.prompt import (
+from creative_memory.app.feed import diagnostics_feed_line
+from creative_memory.engine.prompt import (
     CRITIQUE_OVERHEAD_TOKENS,
     GENERATION_OVERHEAD_TOKENS,
     build_critique_block,
@@ -22,10 +23,8 @@ from creative_memory.prompt import (
     estimate_tokens,
     summarize_diagnostics,
 )
-from creative_memory.retrieval import token_cost
-from creative_memory.timeutil import u16len
-
-from .conftest import tag
+from creative_memory.engine.retrieval import token_cost
+from creative_memory.engine.timeutil import u16len
 
 U = "designer"
 

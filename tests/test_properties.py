@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from creative_memory import MIN_NEG_FLOOR, MemoryStore, RetrievalResult, build_prompt_block
-from creative_memory.timeutil import MS_PER_DAY, format_ts, parse_ts, u16len
+from creative_memory.engine.timeutil import MS_PER_DAY, format_ts, parse_ts, u16len
 from tests.conftest import ManualClock
 
 U = "prop"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from creative_memory import MemoryStore
-from creative_memory.capture import CaptureLayer
-from creative_memory.redaction import RedactionPolicy, redact_text
+from creative_memory.capture.layer import CaptureLayer
+from creative_memory.capture.redaction import RedactionPolicy, redact_text
 
 P = RedactionPolicy()
 

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from creative_memory import MemoryStore, Preference, RetrievalResult, build_prompt_block
-from creative_memory.timeutil import MS_PER_DAY, format_ts, parse_ts
+from creative_memory.engine.timeutil import MS_PER_DAY, format_ts, parse_ts
 from tests.conftest import tag
 
 U = "alice"
@@ -101,7 +101,7 @@ def check_key_order(r: RetrievalResult) -> None:
 def tokens(r: RetrievalResult) -> int:
     from math import ceil
 
-    from creative_memory.timeutil import u16len
+    from creative_memory.engine.timeutil import u16len
 
     return 20 + sum(ceil(u16len(p.pattern) / 4) + 5 for p in r.positives + r.negatives)
 

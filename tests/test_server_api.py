@@ -2,7 +2,7 @@
 body limits, problem documents, Host checks, the login link and graceful shutdown.
 
 The daemon runs for real (uvicorn on a loopback port in a background thread); one test runs
-``python -m creative_memory.server_cli serve`` as a subprocess and stops it with SIGTERM.
+``python -m creative_memory.cli.daemon serve`` as a subprocess and stops it with SIGTERM.
 """
 
 from __future__ import annotations
@@ -22,11 +22,13 @@ from typing import Any
 
 import httpx
 import pytest
+from creative_memory.tests.conftest import ManualClock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from creative_memory import MemoryStore
-from creative_memory.server import (
+from creative_memory.cli.daemon import cli, resolve_data_dir
+from creative_memory.http.server import (
     DaemonConfig,
     DaemonFiles,
     JsonFormatter,
@@ -34,9 +36,6 @@ from creative_memory.server import (
     allowed_host_headers,
     openapi_document,
 )
-from creative_memory.server_cli import cli, resolve_data_dir
-
-from .conftest import ManualClock
 
 PROBLEM = "application/problem+json"
 
@@ -220,7 +219,7 @@ def test_token_file_is_private_and_created_at_first_start(tmp_path: Path) -> Non
 
 
 def test_first_start_writes_the_token(tmp_path: Path) -> None:
-    from creative_memory.server import ensure_first_start
+    from creative_memory.http.server import ensure_first_start
 
     root = tmp_path / "first"
     created = ensure_first_start(DaemonConfig(root=root))
@@ -819,7 +818,7 @@ def test_slow_retrieval_warns(
 ) -> None:
     with start(root, store, alarm_ms=0.0) as d:
         tok = DaemonFiles(root).token_for("default")
-        with caplog.at_level(logging.WARNING, logger="creative_memory.server"):
+        with caplog.at_level(logging.WARNING, logger="creative_memory.http.server"):
             r = httpx.get(f"{d.url}/api/v1/prompt", headers={"Authorization": f"Bearer {tok}"})
             assert r.status_code == 200
     slow = [r for r in caplog.records if getattr(r, "fields", {}).get("event") == "slow_retrieval"]
@@ -828,7 +827,9 @@ def test_slow_retrieval_warns(
 
 
 def test_json_log_lines() -> None:
-    rec = logging.LogRecord("creative_memory.server", logging.INFO, __file__, 1, "hello", (), None)
+    rec = logging.LogRecord(
+        "creative_memory.http.server", logging.INFO, __file__, 1, "hello", (), None
+    )
     rec.fields = {"event": "hello", "status": 200}
     line = json.loads(JsonFormatter().format(rec))
     assert line["message"] == "hello" and line["status"] == 200 and line["level"] == "info"
@@ -919,7 +920,7 @@ def test_serve_token_ui_and_graceful_shutdown_flush(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "creative_memory.server_cli",
+            "creative_memory.cli.daemon",
             "serve",
             "--data-dir",
             str(root),
@@ -1050,7 +1051,7 @@ def test_storage_errors_are_503_and_bugs_are_500_problem_documents(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from creative_memory.errors import StorageError
+    from creative_memory.engine.errors import StorageError
 
     store = daemon.daemon.store
 
@@ -1063,7 +1064,7 @@ def test_storage_errors_are_503_and_bugs_are_500_problem_documents(
     monkeypatch.setattr(store, "inspect", disk_full)
     assert "no space" in assert_problem(api.get("/api/v1/memory"), 503)["detail"]
     monkeypatch.setattr(store, "inspect", bug)
-    with caplog.at_level(logging.ERROR, logger="creative_memory.server"):
+    with caplog.at_level(logging.ERROR, logger="creative_memory.http.server"):
         body = assert_problem(api.get("/api/v1/memory"), 500)
         assert "a genuine bug" not in body["detail"]  # details stay in the log
 

@@ -28,7 +28,7 @@ import httpx
 import pytest
 
 from creative_memory import MemoryStore
-from creative_memory.server import DaemonFiles
+from creative_memory.http.server import DaemonFiles
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ARGS = [
@@ -86,7 +86,7 @@ class Daemon:
             [
                 sys.executable,
                 "-m",
-                "creative_memory.server_cli",
+                "creative_memory.cli.daemon",
                 "ui",
                 "--no-browser",
                 "--data-dir",
@@ -111,7 +111,7 @@ def daemon(tmp_path: Path) -> Iterator[Daemon]:
         [
             sys.executable,
             "-m",
-            "creative_memory.server_cli",
+            "creative_memory.cli.daemon",
             "serve",
             "--data-dir",
             str(root),

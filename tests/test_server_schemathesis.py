@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 
 from creative_memory import MemoryStore
-from creative_memory.server import DaemonConfig, DaemonFiles, ThreadedDaemon
+from creative_memory.http.server import DaemonConfig, DaemonFiles, ThreadedDaemon
 
 EXAMPLES = os.environ.get("SCHEMATHESIS_EXAMPLES", "80")
 SEED = os.environ.get("SCHEMATHESIS_SEED", "20260301")

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import pytest
 
-from creative_memory.errors import StorageError
-from creative_memory.events import (
+from creative_memory.engine.errors import StorageError
+from creative_memory.engine.events import (
     CHAIN_GENESIS,
     Event,
     RefinementEvent,

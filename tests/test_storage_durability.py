@@ -34,10 +34,10 @@ import msgspec
 import pytest
 
 from creative_memory import MemoryStore, StorageError
-from creative_memory.cache import FileDerivationCache, cache_key
-from creative_memory.derivation import DerivedState
-from creative_memory.events import CHAIN_GENESIS, SignalEvent, chain_hash, decode_event
-from creative_memory.timeutil import format_ts
+from creative_memory.engine.derivation.v1 import DerivedState
+from creative_memory.engine.events import CHAIN_GENESIS, SignalEvent, chain_hash, decode_event
+from creative_memory.engine.timeutil import format_ts
+from creative_memory.storage.files.cache import FileDerivationCache, cache_key
 from tests.conftest import ManualClock, tag
 from tests.test_cache_properties import versions_for_test
 

@@ -5,9 +5,13 @@ The public API (api.md) is re-exported here and nowhere else.
 
 from __future__ import annotations
 
-from . import adapter
-from .capture import CaptureConfig, CaptureLayer, CaptureReport
-from .constants import (
+from creative_memory._version import __version__
+from creative_memory.app.feed import diagnostics_feed_line
+from creative_memory.app.store import MemoryStore
+from creative_memory.capture import adapter
+from creative_memory.capture.layer import CaptureConfig, CaptureLayer, CaptureReport
+from creative_memory.capture.redaction import RedactionPolicy
+from creative_memory.engine.constants import (
     ARCHIVE_DAYS,
     CHARS_PER_TOKEN,
     DECAY_DAYS,
@@ -24,10 +28,9 @@ from .constants import (
     TAG_POLARITY,
     TOKEN_BUDGET,
 )
-from .errors import CreativeMemoryError, StorageError, ValidationError
-from .feed import diagnostics_feed_line
-from .models import DecayResult, Preference, Refinement, RetrievalResult
-from .prompt import (
+from creative_memory.engine.errors import CreativeMemoryError, StorageError, ValidationError
+from creative_memory.engine.models import DecayResult, Preference, Refinement, RetrievalResult
+from creative_memory.engine.prompt import (
     build_critique_block,
     build_generation_block,
     build_prompt_block,
@@ -35,10 +38,6 @@ from .prompt import (
     insert_memory_block_into_prompt,
     summarize_diagnostics,
 )
-from .redaction import RedactionPolicy
-from .store import MemoryStore
-
-__version__ = "0.1.0"
 
 __all__ = [
     "ARCHIVE_DAYS",

@@ -1,6 +1,7 @@
 """Storage backends behind one contract (design.md §6)."""
 
-from .base import Appended, EventLogStorage, LogSnapshot, UserSettings
-from .files import FileStorage
+from creative_memory.engine.settings import UserSettings
+from creative_memory.storage.base import Appended, EventLogStorage, LogSnapshot
+from creative_memory.storage.files.backend import FileStorage
 
 __all__ = ["Appended", "EventLogStorage", "FileStorage", "LogSnapshot", "UserSettings"]

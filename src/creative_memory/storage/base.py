@@ -13,17 +13,8 @@ from typing import Protocol
 
 import msgspec
 
-from ..events import Event
-
-
-class UserSettings(msgspec.Struct, kw_only=True):
-    """Per-user controls (design.md §5). Settings are not events: they are not derived."""
-
-    memory_enabled: bool = True
-    paused: bool = False
-    paused_until: str | None = None  # normalised UTC; None with paused=True = until resumed
-    disabled_projects: list[str] = msgspec.field(default_factory=list)
-    diagnostics_feed: bool = False
+from creative_memory.engine.events import Event
+from creative_memory.engine.settings import UserSettings
 
 
 class LogSnapshot(msgspec.Struct, kw_only=True):

@@ -44,8 +44,8 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from ..cache import DEFAULT_CACHE_CAPACITY
-from ..errors import StorageError
+from creative_memory.engine.errors import StorageError
+from creative_memory.storage.files.cache import DEFAULT_CACHE_CAPACITY
 
 try:
     import psycopg
@@ -55,8 +55,15 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
         "the PostgreSQL backend needs psycopg 3 and psycopg-pool: "
         "pip install 'creative-memory[postgres]'"
     ) from exc
-from ..events import CHAIN_GENESIS, Event, decode_event, encode_event, with_chain
-from .base import Appended, LogSnapshot, UserSettings
+from creative_memory.engine.events import (
+    CHAIN_GENESIS,
+    Event,
+    decode_event,
+    encode_event,
+    with_chain,
+)
+from creative_memory.engine.settings import UserSettings
+from creative_memory.storage.base import Appended, LogSnapshot
 
 _SINK_CHUNK = 4096  # events per call of a read_events sink
 

@@ -9,7 +9,7 @@ import re
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 
-from .errors import ValidationError
+from creative_memory.engine.errors import ValidationError
 
 MS_PER_DAY = 86_400_000
 

@@ -29,9 +29,8 @@ from typing import BinaryIO
 
 import msgspec
 
-from ..cache import DEFAULT_CACHE_CAPACITY, FileDerivationCache
-from ..errors import StorageError
-from ..events import (
+from creative_memory.engine.errors import StorageError
+from creative_memory.engine.events import (
     CHAIN_GENESIS,
     Event,
     decode_event,
@@ -39,10 +38,12 @@ from ..events import (
     encode_event,
     with_chain,
 )
-from ..fsutil import atomic_write as atomic_write
-from ..fsutil import fsync_dir as fsync_dir
-from ..fsutil import make_private_dir as make_private_dir
-from .base import Appended, LogSnapshot, UserSettings
+from creative_memory.engine.settings import UserSettings
+from creative_memory.storage.base import Appended, LogSnapshot
+from creative_memory.storage.files.cache import DEFAULT_CACHE_CAPACITY, FileDerivationCache
+from creative_memory.storage.files.fsutil import atomic_write as atomic_write
+from creative_memory.storage.files.fsutil import fsync_dir as fsync_dir
+from creative_memory.storage.files.fsutil import make_private_dir as make_private_dir
 
 LOG_NAME = "events.jsonl"
 SETTINGS_NAME = "settings.json"

@@ -14,9 +14,9 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from .constants import SIGNAL_WEIGHTS
-from .errors import ValidationError
-from .timeutil import format_ts, parse_ts
+from creative_memory.engine.constants import SIGNAL_WEIGHTS
+from creative_memory.engine.errors import ValidationError
+from creative_memory.engine.timeutil import format_ts, parse_ts
 
 #: Version of the on-disk event format (the ``v`` field of every event).
 EVENT_FORMAT_VERSION: Final = 1
@@ -249,7 +249,7 @@ def _optional_str(mapping: Mapping[str, Any], key: str) -> str | None:
 def validate_stored_event(ev: Event, where: str = "event") -> None:
     """Semantic checks for an event read from outside (an archive): the same rules the
     store applies when it creates events. Raises :class:`ValidationError`."""
-    from .timeutil import try_parse_ts
+    from creative_memory.engine.timeutil import try_parse_ts
 
     for name in ("at", "recorded_at"):
         if try_parse_ts(getattr(ev, name)) is None:
@@ -273,7 +273,7 @@ def validate_stored_event(ev: Event, where: str = "event") -> None:
     elif isinstance(ev, ProjectAnchorEvent):
         validate_project_id(ev.project_id)
     elif isinstance(ev, LegacyRecordEvent):
-        from .migrate import validate_record
+        from creative_memory.engine.portability.prototype import validate_record
 
         if ev.bucket is not None:
             validate_project_id(ev.bucket)

@@ -43,8 +43,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .derivation import DerivedState, register_version
-from .derivation_v2 import (
+from creative_memory.engine.derivation.v1 import DerivedState, register_version
+from creative_memory.engine.derivation.v2 import (
     _QUIET,
     V2_TABLE,
     DerivedStateV2,
@@ -54,7 +54,7 @@ from .derivation_v2 import (
     _Fit,
     _Model,
 )
-from .models import Preference
+from creative_memory.engine.models import Preference
 
 VERSION: Final = "3"
 

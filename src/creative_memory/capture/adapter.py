@@ -10,18 +10,46 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Any, Final, Protocol
 
-from .constants import TAG_POLARITY
-from .errors import ValidationError
-from .events import ComparisonEvent, ComparisonSide, Feature, validate_project_id
-from .models import Preference
-from .timeutil import format_ts, parse_ts, try_parse_ts
-
-if TYPE_CHECKING:
-    from .store import MemoryStore
+from creative_memory.engine.constants import TAG_POLARITY
+from creative_memory.engine.errors import ValidationError
+from creative_memory.engine.events import (
+    ComparisonEvent,
+    ComparisonSide,
+    Feature,
+    validate_project_id,
+)
+from creative_memory.engine.models import Preference
+from creative_memory.engine.timeutil import format_ts, parse_ts, try_parse_ts
 
 Event = Mapping[str, Any]
+
+
+class SignalSink(Protocol):
+    """What the adapter hands signals to: the app layer's ``MemoryStore`` is one."""
+
+    def now_ms(self) -> int:
+        """The store's clock, in epoch milliseconds."""
+        ...
+
+    def ingest_signals(
+        self,
+        user_id: str,
+        signals: Sequence[Mapping[str, Any]],
+        *,
+        refinement: Mapping[str, Any] | None = None,
+        records: bool = True,
+    ) -> list[Preference | None]:
+        """Validate and append the signals all at once; the records when ``records``."""
+        ...
+
+    def append_comparison(self, user_id: str, event: ComparisonEvent) -> bool:
+        """Store one pairwise comparison; whether it was stored."""
+        ...
+
+
+
 
 # JS String.prototype.trim's whitespace set (engine.md §9).
 _JS_WS: Final = (
@@ -110,7 +138,7 @@ def classify(meta: object, field: str = "artifact_meta") -> list[dict[str, str]]
 
 
 def _dispatch(
-    store: MemoryStore,
+    store: SignalSink,
     event: Event,
     signal_type: str,
     polarity: str,
@@ -141,13 +169,13 @@ def _dispatch(
 
 
 def on_generation_accepted(
-    store: MemoryStore, event: Event, *, records: bool = True
+    store: SignalSink, event: Event, *, records: bool = True
 ) -> list[Preference | None]:
     return _dispatch(store, _check_event(event), "repeated_acceptance", "positive", records=records)
 
 
 def on_artifact_edited_and_saved(
-    store: MemoryStore, event: Event, *, records: bool = True
+    store: SignalSink, event: Event, *, records: bool = True
 ) -> list[Preference | None]:
     event = _check_event(event)
     diff = event.get("diff")
@@ -164,7 +192,7 @@ def on_artifact_edited_and_saved(
 
 
 def on_explicit_tag_applied(
-    store: MemoryStore, event: Event, *, records: bool = True
+    store: SignalSink, event: Event, *, records: bool = True
 ) -> list[Preference | None]:
     event = _check_event(event)
     tag_text = event.get("tag_text")
@@ -179,7 +207,7 @@ def on_explicit_tag_applied(
 
 
 def on_thumbs_rated(
-    store: MemoryStore, event: Event, *, records: bool = True
+    store: SignalSink, event: Event, *, records: bool = True
 ) -> list[Preference | None]:
     event = _check_event(event)
     rating = event.get("rating")
@@ -193,7 +221,7 @@ def on_thumbs_rated(
 
 
 def on_generation_abandoned(
-    store: MemoryStore, event: Event, *, records: bool = True
+    store: SignalSink, event: Event, *, records: bool = True
 ) -> list[Preference | None]:
     return _dispatch(
         store, _check_event(event), "abandoned_generation", "negative", records=records
@@ -201,7 +229,7 @@ def on_generation_abandoned(
 
 
 def on_revert_after_edit(
-    store: MemoryStore, event: Event, *, records: bool = True
+    store: SignalSink, event: Event, *, records: bool = True
 ) -> list[Preference | None]:
     return _dispatch(store, _check_event(event), "revert_after_edit", "positive", records=records)
 
@@ -220,7 +248,7 @@ def _side(value: object, field: str) -> ComparisonSide:
 
 
 def on_pairwise_comparison(
-    store: MemoryStore, event: Event, *, records: bool = True
+    store: SignalSink, event: Event, *, records: bool = True
 ) -> list[Preference | None]:
     """Store one ``comparison`` event: the user chose ``chose`` over ``over``. Returns no
     records (``records`` is accepted for the common handler signature)."""
@@ -262,7 +290,7 @@ class Handler(Protocol):
     so the store appends without deriving (the next read derives)."""
 
     def __call__(
-        self, store: MemoryStore, event: Event, *, records: bool = True
+        self, store: SignalSink, event: Event, *, records: bool = True
     ) -> Sequence[Preference | None]: ...
 
 

@@ -14,7 +14,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from .fsutil import atomic_write, make_private_dir
+from creative_memory.storage.files.fsutil import atomic_write, make_private_dir
 
 DEFAULT_CACHE_CAPACITY = 1000
 _SUFFIX = ".state.json"

@@ -11,7 +11,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from .constants import (
+from creative_memory.engine.constants import (
     CHARS_PER_TOKEN,
     HEADER_TOKEN_OVERHEAD,
     INJECTION_THRESHOLD,
@@ -23,10 +23,10 @@ from .constants import (
     NEGATIVE_PRIORITY_MULTIPLIER,
     TOKEN_BUDGET,
 )
-from .errors import ValidationError
-from .events import validate_project_id
-from .models import Preference, RetrievalResult
-from .timeutil import fixed2, u16len
+from creative_memory.engine.errors import ValidationError
+from creative_memory.engine.events import validate_project_id
+from creative_memory.engine.models import Preference, RetrievalResult
+from creative_memory.engine.timeutil import fixed2, u16len
 
 Diagnostic = dict[str, Any]
 

@@ -48,17 +48,14 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from . import adapter
-from .adapter import Handler
-from .errors import ValidationError
-from .events import validate_project_id
-from .redaction import RedactionPolicy
-from .timeutil import instant_to_ms, try_parse_ts
-
-if TYPE_CHECKING:
-    from .store import MemoryStore
+from creative_memory.capture import adapter
+from creative_memory.capture.adapter import Handler, SignalSink
+from creative_memory.capture.redaction import RedactionPolicy
+from creative_memory.engine.errors import ValidationError
+from creative_memory.engine.events import validate_project_id
+from creative_memory.engine.timeutil import instant_to_ms, try_parse_ts
 
 AbandonMode = Literal["active_tab", "any_pending"]
 Status = Literal["accepted", "coalesced", "rejected", "flushed", "failed", "inferred"]
@@ -192,11 +189,11 @@ class _Rejected(Exception):
 
 
 class CaptureLayer:
-    """The capture policy in front of a :class:`~creative_memory.store.MemoryStore`."""
+    """The capture policy in front of a store (any :class:`~.adapter.SignalSink`)."""
 
     def __init__(
         self,
-        store: MemoryStore,
+        store: SignalSink,
         config: CaptureConfig | None = None,
         *,
         redaction: RedactionPolicy | None = None,

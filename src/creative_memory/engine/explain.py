@@ -14,15 +14,15 @@ from typing import Any
 
 import msgspec
 
-from .derivation import new_state
-from .events import (
+from creative_memory.engine.derivation.v1 import new_state
+from creative_memory.engine.events import (
     ComparisonEvent,
     DecayPassEvent,
     Event,
     LegacyRecordEvent,
     SignalEvent,
 )
-from .models import Preference
+from creative_memory.engine.models import Preference
 
 
 class TraceEffect(msgspec.Struct, kw_only=True):

@@ -11,10 +11,10 @@ from typing import Any
 
 import msgspec
 
-from .constants import SCHEMA_VERSION
-from .errors import ValidationError
-from .events import LegacyRecordEvent, RefinementEvent, validate_project_id
-from .timeutil import format_ts, try_parse_ts
+from creative_memory.engine.constants import SCHEMA_VERSION
+from creative_memory.engine.errors import ValidationError
+from creative_memory.engine.events import LegacyRecordEvent, RefinementEvent, validate_project_id
+from creative_memory.engine.timeutil import format_ts, try_parse_ts
 
 _STR = (str,)
 _RECORD_FIELDS: dict[str, tuple[type, ...]] = {

@@ -17,9 +17,9 @@ from typing import Any, Final
 
 import msgspec
 
-from .errors import ValidationError
-from .events import CHAIN_GENESIS, Event, chain_hash
-from .storage.base import UserSettings
+from creative_memory.engine.errors import ValidationError
+from creative_memory.engine.events import CHAIN_GENESIS, Event, chain_hash
+from creative_memory.engine.settings import UserSettings
 
 ARCHIVE_FORMAT: Final = "creative-memory-archive"
 ARCHIVE_VERSION: Final = 1

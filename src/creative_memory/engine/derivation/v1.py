@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from .constants import (
+from creative_memory.engine.constants import (
     ARCHIVE_DAYS,
     DECAY_DAYS,
     DECAY_FACTOR,
@@ -25,8 +25,8 @@ from .constants import (
     REVERSAL_PENALTY_MULTIPLIER,
     SIGNAL_WEIGHTS,
 )
-from .errors import ValidationError
-from .events import (
+from creative_memory.engine.errors import ValidationError
+from creative_memory.engine.events import (
     ComparisonEvent,
     DecayPassEvent,
     Event,
@@ -35,8 +35,8 @@ from .events import (
     RefinementEvent,
     SignalEvent,
 )
-from .models import DecayResult, Preference, Refinement
-from .timeutil import MS_PER_DAY, add_days_ts, format_ts, ts_to_ms
+from creative_memory.engine.models import DecayResult, Preference, Refinement
+from creative_memory.engine.timeutil import MS_PER_DAY, add_days_ts, format_ts, ts_to_ms
 
 _B36 = "abcdefghijklmnopqrstuvwxyz0123456789"
 

@@ -1,9 +1,9 @@
 """Command line: ``creative-memory`` (alias ``od-memory``).
 
 The group ``main`` is the console-script entry point. Commands stay thin: they parse
-options, call the library (or a module such as :mod:`creative_memory.demo`) and print. The
+options, call the library (or a module such as :mod:`creative_memory.cli.demo`) and print. The
 CLI never touches storage files itself; it resolves the storage root and the user
-(:mod:`creative_memory.paths`, design.md §2) and calls :class:`MemoryStore`.
+(:mod:`creative_memory.app.paths`, design.md §2) and calls :class:`MemoryStore`.
 
 Exit codes: 0 success; 1 the operation failed (bad input rejected by the library, a storage
 failure, an unusable data dir, an unknown project or pattern, rejected ingest lines) — one
@@ -33,10 +33,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from . import __version__
-from .errors import CreativeMemoryError, ValidationError
-from .events import validate_project_id, validate_user_id
-from .paths import (
+from creative_memory._version import __version__
+from creative_memory.app.paths import (
     ResolvedRoot,
     ResolvedUser,
     check_root,
@@ -44,10 +42,12 @@ from .paths import (
     resolve_root,
     resolve_user,
 )
-from .timeutil import format_ts, try_parse_ts
+from creative_memory.engine.errors import CreativeMemoryError, ValidationError
+from creative_memory.engine.events import validate_project_id, validate_user_id
+from creative_memory.engine.timeutil import format_ts, try_parse_ts
 
 if TYPE_CHECKING:  # the store is imported lazily: `demo` and `--help` stay fast
-    from .store import MemoryStore
+    from creative_memory.app.store import MemoryStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -163,7 +163,7 @@ class _State:
     @property
     def store(self) -> MemoryStore:
         if self._store is None:
-            from .store import MemoryStore
+            from creative_memory.app.store import MemoryStore
 
             database = resolve_database(self.database_flag)
             self._store = MemoryStore(
@@ -187,7 +187,7 @@ def _validator(check: Callable[[str], str]) -> Callable[..., Any]:
 
 
 def _check_version(value: str) -> str:
-    from .derivation import check_version
+    from creative_memory.engine.derivation.v1 import check_version
 
     return check_version(value)
 
@@ -462,7 +462,7 @@ def whoami(state: _State) -> None:
     """Show the user the CLI acts for and the storage root, with where each came from."""
     user = state.resolved_user
     root = state.root
-    from .constants import DERIVATION_VERSION
+    from creative_memory.engine.constants import DERIVATION_VERSION
 
     version = state.derivation_version or DERIVATION_VERSION
     if state.json:
@@ -522,7 +522,7 @@ Examples:
 def pause(state: _State, until: str | None) -> None:
     """Pause learning (events are dropped, not stored); injection continues."""
     if until is not None:
-        from .timeutil import ts_to_ms
+        from creative_memory.engine.timeutil import ts_to_ms
 
         if ts_to_ms(until) <= state.store.now_ms():
             raise click.BadParameter(f"{until} is in the past", param_hint="'--until'")
@@ -944,7 +944,7 @@ The archive holds raw events and settings (not the cache) with a SHA-256 checksu
 )
 def export(state: _State, target: Path) -> None:
     """Write one versioned, checksummed archive of your raw events and settings."""
-    from .archive import decode_archive
+    from creative_memory.engine.portability.archive import decode_archive
 
     with _progress(f"Exporting {state.user}'s memory"):
         state.store.export_memory(state.user, target)
@@ -988,7 +988,7 @@ written; a corrupt or tampered archive changes nothing.
 )
 def import_(state: _State, source: Path, mode: str) -> None:
     """Import an archive written by `export` (e.g. from another machine)."""
-    from .archive import decode_archive
+    from creative_memory.engine.portability.archive import decode_archive
 
     try:
         archive = decode_archive(source.read_bytes())
@@ -1153,7 +1153,7 @@ def ingest(state: _State, source: str) -> None:
     2 s count once); pending edit-saves are delivered at the end. A bad line never stops
     the rest. Events for another user are rejected (the CLI acts for one user). Exit 1 if
     any event was rejected, after processing all of them."""
-    from .capture import CaptureLayer, CaptureReport
+    from creative_memory.capture.layer import CaptureLayer, CaptureReport
 
     user = state.user
     store = state.store
@@ -1333,8 +1333,8 @@ def prompt(
     state: _State, project: str | None, critique: bool, legacy: bool, host_prompt: str | None
 ) -> None:
     """Print the memory block a generation (or critique) would get now."""
-    from .feed import diagnostics_feed_line
-    from .prompt import (
+    from creative_memory.app.feed import diagnostics_feed_line
+    from creative_memory.engine.prompt import (
         build_critique_block,
         build_generation_block,
         build_prompt_block,
@@ -1429,7 +1429,7 @@ def demo(ctx: click.Context, as_json: bool, keep: bool) -> None:
     afterwards unless --keep is given.
     """
     # Imported here so that other commands do not pay for the walkthrough module.
-    from .demo import demo_json, render_human, render_text, run_demo
+    from creative_memory.cli.demo import demo_json, render_human, render_text, run_demo
 
     state = ctx.find_object(_State)
     as_json = as_json or bool(state and state.json)
@@ -1455,7 +1455,7 @@ def demo(ctx: click.Context, as_json: bool, keep: bool) -> None:
 
 
 def _register_daemon_commands() -> None:
-    from .server_cli import serve, token, ui
+    from creative_memory.cli.daemon import serve, token, ui
 
     for command in (serve, token, ui):
         main.add_command(command)

@@ -1,6 +1,6 @@
 """``creative-memory demo``: a guided walkthrough on a scratch file store.
 
-:func:`run_demo` drives a real :class:`~creative_memory.store.MemoryStore` through the
+:func:`run_demo` drives a real :class:`~creative_memory.app.store.MemoryStore` through the
 engine's behaviour, chapter by chapter, and returns the steps as typed values;
 :func:`render_human` and :func:`demo_document` turn them into text for a person or one JSON
 document for machines. Every timestamp comes from the script (the store runs on a fixed
@@ -33,17 +33,18 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from . import __version__, adapter
-from .constants import (
+from creative_memory._version import __version__
+from creative_memory.app.store import MemoryStore
+from creative_memory.capture import adapter
+from creative_memory.engine.constants import (
     ARCHIVE_DAYS,
     DECAY_DAYS,
     INJECTION_THRESHOLD,
     MAX_PER_CATEGORY,
 )
-from .models import Preference, RetrievalResult
-from .prompt import build_prompt_block
-from .store import MemoryStore
-from .timeutil import MS_PER_DAY, format_ts, parse_ts
+from creative_memory.engine.models import Preference, RetrievalResult
+from creative_memory.engine.prompt import build_prompt_block
+from creative_memory.engine.timeutil import MS_PER_DAY, format_ts, parse_ts
 
 #: Derivation version the walkthrough runs on (the prototype's exact behaviour).
 DEMO_DERIVATION_VERSION: Final = "1"

@@ -59,28 +59,29 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import __version__, adapter
-from .archive import encode_archive
-from .capture import CAPTURE_ONLY_KINDS, CaptureConfig, CaptureLayer, describe
-from .errors import StorageError, ValidationError
-from .events import validate_project_id, validate_user_id
-from .feed import diagnostics_feed_line
-from .models import RetrievalResult
-from .prompt import (
+from creative_memory._version import __version__
+from creative_memory.app.feed import diagnostics_feed_line
+from creative_memory.app.store import MemoryStore, wall_clock_ms
+from creative_memory.capture import adapter
+from creative_memory.capture.layer import CAPTURE_ONLY_KINDS, CaptureConfig, CaptureLayer, describe
+from creative_memory.engine.errors import StorageError, ValidationError
+from creative_memory.engine.events import validate_project_id, validate_user_id
+from creative_memory.engine.models import RetrievalResult
+from creative_memory.engine.portability.archive import encode_archive
+from creative_memory.engine.prompt import (
     build_critique_block,
     build_generation_block,
     build_prompt_block,
     insert_memory_block_into_prompt,
 )
-from .store import MemoryStore, wall_clock_ms
-from .timeutil import instant_to_ms
+from creative_memory.engine.timeutil import instant_to_ms
 
 try:  # POSIX advisory locks; the daemon's state files are only locked where available
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-log = logging.getLogger("creative_memory.server")
+log = logging.getLogger("creative_memory.http.server")
 
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 7744
@@ -1145,7 +1146,7 @@ opens a one-time login link for this page.</p></main></body></html>
 
 
 def _load_web() -> dict[str, bytes]:
-    base = resources.files("creative_memory") / "web"
+    base = resources.files("creative_memory.http") / "web"
     return {name: (base / name).read_bytes() for name in _WEB_FILES}
 
 

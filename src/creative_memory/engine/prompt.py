@@ -7,10 +7,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from .constants import CHARS_PER_TOKEN
-from .errors import ValidationError
-from .models import Preference, RetrievalResult
-from .timeutil import u16len
+from creative_memory.engine.constants import CHARS_PER_TOKEN
+from creative_memory.engine.errors import ValidationError
+from creative_memory.engine.models import Preference, RetrievalResult
+from creative_memory.engine.timeutil import u16len
 
 _SEP = " \u00b7 "
 

@@ -1,7 +1,7 @@
 """Daemon commands: ``creative-memory serve``, ``token`` and ``ui`` (design.md §7).
 
 Registered on the main CLI group (``main.add_command(...)``); also runnable on their own as
-``python -m creative_memory.server_cli serve|token|ui``. The server module (Starlette,
+``python -m creative_memory.cli.daemon serve|token|ui``. The server module (Starlette,
 uvicorn) is imported only by the command that needs it, so the CLI stays quick to start.
 
 The data directory is resolved the design.md §2 way: ``--data-dir``, then
@@ -18,16 +18,16 @@ from typing import Any
 
 import click
 
-from .errors import CreativeMemoryError
-from .events import validate_user_id
-from .paths import resolve_database, resolve_root, resolve_user
+from creative_memory.app.paths import resolve_database, resolve_root, resolve_user
+from creative_memory.engine.errors import CreativeMemoryError
+from creative_memory.engine.events import validate_user_id
 
 DEFAULT_PORT = 7744
 
 
 def _group_option(name: str) -> Any:
     """A global option of the main CLI group (``creative-memory --data-dir D serve``), read
-    from the context object without importing :mod:`creative_memory.cli`."""
+    from the context object without importing :mod:`creative_memory.cli.main`."""
     ctx = click.get_current_context(silent=True)
     while ctx is not None:
         value = getattr(ctx.obj, name, None)
@@ -39,7 +39,7 @@ def _group_option(name: str) -> Any:
 
 def resolve_data_dir(flag: str | os.PathLike[str] | None) -> Path:
     """``--data-dir`` → ``$OD_DATA_DIR/memory`` → ``$MEMORY_STORAGE_ROOT`` → platform dir
-    (:func:`creative_memory.paths.resolve_root`); the main group's ``--data-dir`` counts."""
+    (:func:`creative_memory.app.paths.resolve_root`); the main group's ``--data-dir`` counts."""
     if flag is None or str(flag) == "":
         flag = _group_option("data_dir")
     return resolve_root(flag).path
@@ -168,7 +168,7 @@ def serve(
     page with 'creative-memory ui'. Logs are JSON lines on stderr. SIGINT/SIGTERM shut down
     gracefully and deliver pending coalesced events.
     """
-    from .server import DaemonConfig, run_daemon
+    from creative_memory.http.server import DaemonConfig, run_daemon
 
     root = resolve_data_dir(data_dir)
     if host not in ("127.0.0.1", "localhost", "::1") and not allow_hosts:
@@ -224,7 +224,7 @@ def token(data_dir: Path | None, user: str | None, rotate: bool) -> None:
 
     Send it as 'Authorization: Bearer <token>'. In multi-user mode run it once per user.
     """
-    from .server import DaemonFiles, make_private_dir
+    from creative_memory.http.server import DaemonFiles, make_private_dir
 
     root = resolve_data_dir(data_dir)
     make_private_dir(root)
@@ -254,7 +254,7 @@ def ui(data_dir: Path | None, user: str | None, no_browser: bool) -> None:
 
     The link works once, within 5 minutes; it sets a session cookie for this browser.
     """
-    from .server import login_url
+    from creative_memory.http.server import login_url
 
     root = resolve_data_dir(data_dir)
     url = login_url(root, resolve_user_id(user))

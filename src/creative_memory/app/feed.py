@@ -1,15 +1,15 @@
 """The diagnostics feed for chat: one line per retrieval, only for users who switched it on.
 
-The summary itself is the pure :func:`creative_memory.prompt.summarize_diagnostics`; this
+The summary itself is the pure :func:`creative_memory.engine.prompt.summarize_diagnostics`; this
 helper adds the per-user ``diagnostics_feed`` setting (off by default,
 ``MemoryStore.set_diagnostics_feed``).
 """
 
 from __future__ import annotations
 
-from .models import RetrievalResult
-from .prompt import summarize_diagnostics
-from .store import MemoryStore
+from creative_memory.app.store import MemoryStore
+from creative_memory.engine.models import RetrievalResult
+from creative_memory.engine.prompt import summarize_diagnostics
 
 
 def diagnostics_feed_line(store: MemoryStore, user_id: str, retrieved: RetrievalResult) -> str:

@@ -20,16 +20,14 @@ from typing import Any
 
 import msgspec
 
-from . import (
-    derivation_v2,  # noqa: F401  (registers derivation version "2")
-    derivation_v3,  # noqa: F401  (registers derivation version "3")
+from creative_memory.engine.constants import DERIVATION_VERSION
+from creative_memory.engine.derivation import (
+    v2,  # noqa: F401  (registers derivation version "2")
+    v3,  # noqa: F401  (registers derivation version "3")
 )
-from .archive import decode_archive, encode_archive, event_identity
-from .cache import DEFAULT_CACHE_CAPACITY, cache_key
-from .constants import DERIVATION_VERSION
-from .derivation import DerivedState, check_version, new_state
-from .errors import ValidationError
-from .events import (
+from creative_memory.engine.derivation.v1 import DerivedState, check_version, new_state
+from creative_memory.engine.errors import ValidationError
+from creative_memory.engine.events import (
     ComparisonEvent,
     DecayPassEvent,
     Event,
@@ -42,14 +40,20 @@ from .events import (
     validate_stored_event,
     validate_user_id,
 )
-from .explain import Explanation, explain
-from .fsutil import atomic_write
-from .migrate import parse_prototype
-from .models import DecayResult, Preference, Refinement, RetrievalResult
-from .retrieval import parse_context, retrieve
-from .storage import FileStorage, LogSnapshot, UserSettings
-from .storage.base import EventLogStorage
-from .timeutil import format_ts, instant_to_ms
+from creative_memory.engine.explain import Explanation, explain
+from creative_memory.engine.models import DecayResult, Preference, Refinement, RetrievalResult
+from creative_memory.engine.portability.archive import (
+    decode_archive,
+    encode_archive,
+    event_identity,
+)
+from creative_memory.engine.portability.prototype import parse_prototype
+from creative_memory.engine.retrieval import parse_context, retrieve
+from creative_memory.engine.timeutil import format_ts, instant_to_ms
+from creative_memory.storage import FileStorage, LogSnapshot, UserSettings
+from creative_memory.storage.base import EventLogStorage
+from creative_memory.storage.files.cache import DEFAULT_CACHE_CAPACITY, cache_key
+from creative_memory.storage.files.fsutil import atomic_write
 
 Clock = Callable[[], int]
 
@@ -97,7 +101,7 @@ class MemoryStore:
             raise ValidationError("cache_capacity", "cache_capacity must be an integer >= 0")
         self._storage: EventLogStorage
         if isinstance(root, str) and root.startswith(("postgresql://", "postgres://")):
-            from .storage.postgres import PostgresStorage
+            from creative_memory.storage.postgres import PostgresStorage
 
             self._storage = PostgresStorage(root, cache_capacity=cache_capacity)
         else:

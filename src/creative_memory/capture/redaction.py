@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .adapter import normalise_tag
-from .constants import TAG_POLARITY
+from creative_memory.capture.adapter import normalise_tag
+from creative_memory.engine.constants import TAG_POLARITY
 
 Replacement = str | Callable[[re.Match[str]], str]
 

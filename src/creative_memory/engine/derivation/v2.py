@@ -65,16 +65,16 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
-from .constants import DECAY_DAYS
-from .derivation import (
+from creative_memory.engine.constants import DECAY_DAYS
+from creative_memory.engine.derivation.v1 import (
     DerivedState,
     _Bucket,
     confidence_of,
     register_version,
 )
-from .events import ComparisonEvent, Event, LegacyRecordEvent, SignalEvent
-from .models import DecayResult, Preference, Refinement
-from .timeutil import MS_PER_DAY, add_days_ts, format_ts, ts_to_ms
+from creative_memory.engine.events import ComparisonEvent, Event, LegacyRecordEvent, SignalEvent
+from creative_memory.engine.models import DecayResult, Preference, Refinement
+from creative_memory.engine.timeutil import MS_PER_DAY, add_days_ts, format_ts, ts_to_ms
 
 VERSION: Final = "2"
 

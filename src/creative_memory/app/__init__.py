@@ -1,0 +1,1 @@
+"""The application layer: the MemoryStore facade and the MemoryService behind every surface."""

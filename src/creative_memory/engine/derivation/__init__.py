@@ -1,0 +1,1 @@
+"""Derivation versions: pure folds from raw events to preference records (docs/engine.md)."""

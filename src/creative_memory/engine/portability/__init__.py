@@ -1,0 +1,1 @@
+"""Export/import archive and prototype-migration formats: bytes in, events out."""

@@ -1,0 +1,1 @@
+"""The embedded file store: one append-only log per user, with its derived-state cache."""
