@@ -1,4 +1,15 @@
-"""Error types. Every bad-input error is a ``ValueError`` subclass naming its field."""
+"""Error types (docs/architecture.md, "Errors"). Every bad-input error is a ``ValueError``
+subclass naming its field; the surfaces map each type to one answer:
+
+=================  ==================  ===========================================
+type               CLI                 HTTP
+=================  ==================  ===========================================
+ValidationError    exit 2, one line    422 problem+json naming ``field``
+NotFound           exit 1, one line    404 problem+json naming ``field``
+Conflict           exit 1, one line    409 problem+json naming ``field``
+anything else      exit 1, one line    500 problem+json with a correlation id
+=================  ==================  ===========================================
+"""
 
 from __future__ import annotations
 
@@ -9,6 +20,22 @@ class CreativeMemoryError(Exception):
 
 class ValidationError(ValueError):
     """Bad input. ``field`` names the offending field (also present in the message)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class NotFound(CreativeMemoryError, LookupError):
+    """The input is well-formed but names nothing that exists; ``field`` names it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class Conflict(CreativeMemoryError):
+    """The operation cannot be done in the current state; ``field`` names the input."""
 
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
