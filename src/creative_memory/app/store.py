@@ -654,8 +654,14 @@ class MemoryStore:
         return len(new_records)
 
     def pause(self, user_id: str, until: str | datetime | None = None) -> None:
+        """Pause learning until ``until`` (which must be in the future) or until resumed."""
         validate_user_id(user_id)
-        until_s = None if until is None else format_ts(instant_to_ms(until, "until"))
+        until_s = None
+        if until is not None:
+            until_ms = instant_to_ms(until, "until")
+            if until_ms <= self.now_ms():
+                raise ValidationError("until", f"until {format_ts(until_ms)} is in the past")
+            until_s = format_ts(until_ms)
         self._update_settings(
             user_id, lambda s: msgspec.structs.replace(s, paused=True, paused_until=until_s)
         )
@@ -770,6 +776,14 @@ class MemoryStore:
             data = Path(path).read_bytes()
         except OSError as exc:
             raise ValidationError("path", f"cannot read {path}: {exc.strerror}") from exc
+        return self._import_bytes(user_id, data, mode)
+
+    def _import_bytes(self, user_id: str, data: bytes, mode: str) -> int:
+        """:meth:`import_memory` of an archive already in memory (the app layer's service
+        receives uploads as bytes)."""
+        validate_user_id(user_id)
+        if mode not in ("merge", "replace"):
+            raise ValidationError("mode", f'mode must be "merge" or "replace", got {mode!r}')
         archive = decode_archive(data)
         for i, ev in enumerate(archive.events):
             validate_stored_event(ev, f"events[{i}]")

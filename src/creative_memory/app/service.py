@@ -1,0 +1,605 @@
+"""The application service: every user-facing operation, once (docs/architecture.md).
+
+The CLI and the HTTP API both parse their input into Python values, call one
+:class:`MemoryService` method and render its result; they never decide. Each method
+validates everything it is given (a :class:`ValidationError` naming the field), writes
+nothing when it fails, and returns a typed result (a ``msgspec.Struct``: the HTTP layer
+encodes it and generates its OpenAPI schema from the same type).
+
+The rules that the surfaces used to decide differently (docs/architecture.md,
+"One answer on every surface"):
+
+* a pause must end in the future (``until``);
+* erasure is idempotent: forgetting a pattern, or resetting a project, that has no memory
+  succeeds and reports 0 events removed;
+* an event is validated on its own: a non-object, an unknown kind, a missing ``user_id``
+  or one naming another user rejects that event only, with a reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from creative_memory.app.store import MemoryStore
+from creative_memory.capture.layer import CaptureLayer, CaptureReport
+from creative_memory.engine.errors import Conflict, NotFound, StorageError, ValidationError
+from creative_memory.engine.events import validate_project_id
+from creative_memory.engine.explain import Explanation
+from creative_memory.engine.models import DecayResult, RetrievalResult
+from creative_memory.engine.portability.archive import decode_archive, encode_archive
+from creative_memory.engine.prompt import (
+    build_critique_block,
+    build_generation_block,
+    build_prompt_block,
+    insert_memory_block_into_prompt,
+    summarize_diagnostics,
+)
+from creative_memory.engine.settings import UserSettings
+from creative_memory.engine.timeutil import format_ts, try_parse_ts
+from creative_memory.storage.files.fsutil import atomic_write
+
+__all__ = [
+    "Conflict",
+    "ExportResult",
+    "ForgetResult",
+    "ImportResult",
+    "IngestInput",
+    "IngestItem",
+    "IngestResult",
+    "MemoryService",
+    "NotFound",
+    "ProjectToggle",
+    "PromptResult",
+    "ResetResult",
+    "SettingsChange",
+    "SettingsView",
+    "StorageError",
+    "ValidationError",
+]
+
+VARIANTS: Final = ("generation", "critique", "legacy")
+COMPOSE_VARIANTS: Final = ("generation", "critique")  # the variants with a heading to place
+IMPORT_MODES: Final = ("merge", "replace")
+MAX_SETTINGS_PROJECTS: Final = 1000
+
+
+# -- result types --------------------------------------------------------------------------
+class SettingsView(msgspec.Struct, kw_only=True):
+    """A user's settings as every surface shows them, with whether a pause is in force."""
+
+    memory_enabled: bool
+    paused: bool
+    paused_until: str | None
+    disabled_projects: list[str]
+    diagnostics_feed: bool
+    paused_now: bool
+
+
+class SettingsChange(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Several settings changed at once; an absent key changes nothing."""
+
+    memory_enabled: bool | UnsetType = UNSET
+    paused: bool | UnsetType = UNSET
+    paused_until: str | UnsetType | None = UNSET
+    project_ignore_global: dict[str, bool] | UnsetType = UNSET
+    diagnostics_feed: bool | UnsetType = UNSET
+
+
+class ProjectToggle(msgspec.Struct, kw_only=True):
+    """A project's global-memory switch after a change, and whether it changed."""
+
+    project_id: str
+    ignores_global: bool
+    changed: bool
+    settings: SettingsView
+
+
+class ForgetResult(msgspec.Struct, kw_only=True):
+    """What ``forget`` erased; ``events_removed`` is 0 when there was nothing to forget."""
+
+    user_id: str
+    preference_type: str
+    pattern: str
+    project_id: str | None
+    events_removed: int
+
+
+class ResetResult(msgspec.Struct, kw_only=True):
+    """What ``reset`` erased and what is left."""
+
+    user_id: str
+    scope: str
+    events_removed: int
+    events_remaining: int
+    settings: SettingsView
+
+
+class ExportResult(msgspec.Struct, kw_only=True):
+    """An archive written (or ready to download): its size, checksum and suggested name."""
+
+    user_id: str
+    events: int
+    checksum: str
+    filename: str
+
+
+class ImportResult(msgspec.Struct, kw_only=True):
+    """What an archive import added, and where the user's memory stands after it."""
+
+    user_id: str
+    mode: str
+    archive_user_id: str
+    archive_events: int
+    events_added: int
+    events_total: int
+
+
+class PromptResult(msgspec.Struct, kw_only=True):
+    """A memory block (and, for ``compose``, the host prompt with the block placed)."""
+
+    variant: str
+    project_id: str | None
+    block: str
+    diagnostics_feed: str
+    prompt: str | None = None
+
+
+class IngestInput(msgspec.Struct, kw_only=True):
+    """One parsed input item: its location label, its JSON value, or why it did not parse."""
+
+    where: str | None = None
+    value: Any = None
+    error: str | None = None
+
+
+class IngestItem(msgspec.Struct, kw_only=True):
+    """What happened to one event (``where`` is ``None`` for pending edits delivered later)."""
+
+    where: str | None
+    event: str
+    status: str
+    reason: str | None
+    artifact_id: str | None
+
+
+class IngestResult(msgspec.Struct, kw_only=True):
+    """The per-event report of one ingest call, with the totals."""
+
+    user_id: str
+    events: int
+    accepted: int
+    coalesced: int
+    rejected: int
+    flushed: int
+    failed: int
+    inferred: int
+    learning: bool
+    redactions: dict[str, int]
+    results: list[IngestItem]
+
+
+# -- the service ---------------------------------------------------------------------------
+class MemoryService:
+    """Every user-facing operation over one :class:`MemoryStore`."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+
+    # settings -----------------------------------------------------------------------------
+    def settings(self, user_id: str) -> SettingsView:
+        """The user's settings and whether a pause is in force now."""
+        return _view(self.store.get_settings(user_id), self.store.is_paused(user_id))
+
+    def set_enabled(self, user_id: str, enabled: bool) -> SettingsView:
+        """The soft kill switch: off means nothing is learned or injected (nothing deleted)."""
+        self.store.set_memory_enabled(user_id, enabled)
+        return self.settings(user_id)
+
+    def pause(self, user_id: str, until: str | None = None) -> SettingsView:
+        """Pause learning until ``until`` (a future ISO 8601 date) or until resumed."""
+        self.store.pause(user_id, until)
+        return self.settings(user_id)
+
+    def resume(self, user_id: str) -> SettingsView:
+        """End a pause."""
+        self.store.resume(user_id)
+        return self.settings(user_id)
+
+    def set_project_ignores_global(
+        self, user_id: str, project_id: str, ignore: bool
+    ) -> ProjectToggle:
+        """Make retrieval for ``project_id`` ignore global memory (or use it again)."""
+        validate_project_id(project_id)
+        before = project_id in self.store.get_settings(user_id).disabled_projects
+        self.store.set_project_disabled(user_id, project_id, ignore)
+        return ProjectToggle(
+            project_id=project_id,
+            ignores_global=ignore,
+            changed=before != ignore,
+            settings=self.settings(user_id),
+        )
+
+    def set_diagnostics_feed(self, user_id: str, enabled: bool) -> SettingsView:
+        """Switch the one-line diagnostics summary for chat."""
+        self.store.set_diagnostics_feed(user_id, enabled)
+        return self.settings(user_id)
+
+    def change_settings(self, user_id: str, change: SettingsChange) -> SettingsView:
+        """Change several settings at once: everything is validated before anything is
+        written, so a bad key changes nothing."""
+        until: str | None = None
+        for name in ("memory_enabled", "paused", "diagnostics_feed"):
+            value = getattr(change, name)
+            if value is not UNSET and not isinstance(value, bool):
+                raise ValidationError(name, f"{name} must be true or false")
+        if change.paused_until is not UNSET and change.paused_until is not None:
+            if change.paused is False:
+                raise ValidationError(
+                    "paused_until", "paused_until needs paused to be true (or absent)"
+                )
+            until = self._future("paused_until", change.paused_until)
+        projects = {} if change.project_ignore_global is UNSET else change.project_ignore_global
+        if not isinstance(projects, dict):
+            raise ValidationError(
+                "project_ignore_global", "project_ignore_global must map project ids to true/false"
+            )
+        if len(projects) > MAX_SETTINGS_PROJECTS:
+            raise ValidationError(
+                "project_ignore_global", f"at most {MAX_SETTINGS_PROJECTS} projects per change"
+            )
+        for pid, flag in projects.items():
+            try:
+                validate_project_id(pid)
+            except ValidationError as exc:
+                raise ValidationError(f"project_ignore_global.{pid}", str(exc)) from None
+            if not isinstance(flag, bool):
+                raise ValidationError(f"project_ignore_global.{pid}", "must be true or false")
+        s = self.store
+        s.get_settings(user_id)  # validates user_id before the first write
+        if isinstance(change.memory_enabled, bool):
+            s.set_memory_enabled(user_id, change.memory_enabled)
+        if change.paused is True or until is not None:
+            s.pause(user_id, until)
+        elif change.paused is False:
+            s.resume(user_id)
+        for pid, flag in projects.items():
+            s.set_project_disabled(user_id, pid, flag)
+        if isinstance(change.diagnostics_feed, bool):
+            s.set_diagnostics_feed(user_id, change.diagnostics_feed)
+        return self.settings(user_id)
+
+    # reading ------------------------------------------------------------------------------
+    def projects(self, user_id: str) -> list[str]:
+        """Projects the user has memory in or has switched off global memory for."""
+        found = set(self.store.get_settings(user_id).disabled_projects)
+        for rec in self.store.list_preferences(user_id):
+            if rec.scope.startswith("project:"):
+                found.add(rec.scope.removeprefix("project:"))
+        return sorted(found)
+
+    def inspect(self, user_id: str, project_id: str | None = None) -> dict[str, Any]:
+        """Settings, every derived record with provenance, the retrieval and its diagnostics,
+        and the list of projects (JSON-ready; docs/inspect.schema.json)."""
+        doc = self.store.inspect(user_id, project_id)
+        found = set(doc["settings"].get("disabled_projects", []))
+        for rec in doc["preferences"]:
+            scope = rec.get("scope", "")
+            if isinstance(scope, str) and scope.startswith("project:"):
+                found.add(scope.removeprefix("project:"))
+        doc["projects"] = sorted(found)
+        return doc
+
+    def explain(
+        self,
+        user_id: str,
+        preference_type: str,
+        pattern: str,
+        project_id: str | None = None,
+    ) -> Explanation:
+        """The derivation trace of one pattern; :class:`NotFound` when nothing is known."""
+        result = self.store.explain(user_id, preference_type, pattern, project_id=project_id)
+        if not result.steps and not result.records:
+            raise NotFound(
+                "pattern",
+                f"nothing to explain: {user_id} has no memory of "
+                f"{preference_type}/{pattern} in {_where(project_id)}",
+            )
+        return result
+
+    # erasure ------------------------------------------------------------------------------
+    def forget(
+        self,
+        user_id: str,
+        preference_type: str,
+        pattern: str,
+        project_id: str | None = None,
+    ) -> ForgetResult:
+        """Erase every raw event about one pattern; 0 removed when there was nothing."""
+        removed = self.store.forget(user_id, preference_type, pattern, project_id=project_id)
+        return ForgetResult(
+            user_id=user_id,
+            preference_type=preference_type,
+            pattern=pattern,
+            project_id=project_id,
+            events_removed=removed,
+        )
+
+    def reset(self, user_id: str, scope: str = "all", *, confirm: bool) -> ResetResult:
+        """Erase memory for real in ``scope``; needs ``confirm=True``."""
+        if confirm is not True:
+            raise ValidationError(
+                "confirm", "a reset erases memory for real: confirm it (confirm=true, --confirm)"
+            )
+        self.store.list_preferences(user_id, scope=scope)  # validates user_id and scope
+        before = len(self.store.events(user_id))
+        self.store.reset_memory(user_id, scope)
+        after = len(self.store.events(user_id))
+        return ResetResult(
+            user_id=user_id,
+            scope=scope,
+            events_removed=max(before - after, 0),
+            events_remaining=after,
+            settings=self.settings(user_id),
+        )
+
+    # portability --------------------------------------------------------------------------
+    def export_archive(self, user_id: str) -> tuple[bytes, ExportResult]:
+        """The user's archive (raw events and settings, checksummed) and what it holds."""
+        events = self.store.events(user_id)
+        data = encode_archive(user_id, self.store.get_settings(user_id), events)
+        checksum = decode_archive(data).checksum
+        stamp = datetime.fromtimestamp(self.store.now_ms() / 1000, UTC).strftime("%Y%m%d")
+        return data, ExportResult(
+            user_id=user_id,
+            events=len(events),
+            checksum=checksum,
+            filename=f"creative-memory-{user_id}-{stamp}.json",
+        )
+
+    def export_to(self, user_id: str, path: str | os.PathLike[str]) -> ExportResult:
+        """Write the user's archive to ``path`` (atomically; the directory must exist)."""
+        target = Path(path)
+        data, result = self.export_archive(user_id)
+        if target.is_dir():
+            raise ValidationError("path", f"{target} is a directory")
+        if not target.parent.is_dir():
+            raise ValidationError("path", f"directory {target.parent} does not exist")
+        atomic_write(target, data)
+        return result
+
+    def import_archive(self, user_id: str, data: bytes, mode: str = "merge") -> ImportResult:
+        """Import an archive (``merge`` or ``replace``); nothing is written when it fails."""
+        if mode not in IMPORT_MODES:
+            raise ValidationError("mode", f'mode must be "merge" or "replace", got {mode!r}')
+        if not data.strip():
+            raise ValidationError("archive", "the archive is empty; send an export archive")
+        archive = decode_archive(data)
+        added = self.store._import_bytes(user_id, data, mode)
+        return ImportResult(
+            user_id=user_id,
+            mode=mode,
+            archive_user_id=archive.user_id,
+            archive_events=len(archive.events),
+            events_added=added,
+            events_total=len(self.store.events(user_id)),
+        )
+
+    def import_file(
+        self, user_id: str, path: str | os.PathLike[str], mode: str = "merge"
+    ) -> ImportResult:
+        """Import the archive in ``path``."""
+        return self.import_archive(user_id, _read("path", Path(path)), mode)
+
+    def migrate(self, user_id: str, path: str | os.PathLike[str]) -> int:
+        """Import a prototype-era ``preferences.json`` (the file, a prototype user directory
+        or a prototype root holding ``<user>/preferences.json``); returns records imported."""
+        return self.store.import_prototype(user_id, _prototype_file(Path(path), user_id))
+
+    # ingest -------------------------------------------------------------------------------
+    def ingest(
+        self,
+        user_id: str,
+        items: Sequence[IngestInput],
+        layer: CaptureLayer,
+        *,
+        now_ms: int | None = None,
+        close: bool = False,
+    ) -> IngestResult:
+        """Feed wire-format events through the capture layer for ``user_id``.
+
+        Each item is judged on its own; a bad one is reported ``rejected`` with a reason
+        and never stops the rest. With ``now_ms`` every event is captured at that time (the
+        daemon); without it each event's own ``timestamp`` is its capture time (replaying
+        a file). ``close`` delivers the pending edit-saves at the end (a one-shot batch).
+        """
+        self.store.get_settings(user_id)  # validates the acting user
+        rows: list[IngestItem] = []
+        redactions: dict[str, int] = {}
+        located = 0
+
+        def absorb(report: CaptureReport, where: str | None) -> None:
+            for r in report.results:
+                rows.append(
+                    IngestItem(
+                        where=where if r.index is not None else None,
+                        event=r.event,
+                        status=r.status,
+                        reason=r.reason,
+                        artifact_id=r.artifact_id,
+                    )
+                )
+            for k, v in report.redactions.items():
+                redactions[k] = redactions.get(k, 0) + v
+
+        for item in items:
+            located += 1
+            reason = item.error or _precheck(item.value, user_id)
+            if reason is not None:
+                value = item.value if isinstance(item.value, dict) else {}
+                name, art = value.get("event"), value.get("artifact_id")
+                rows.append(
+                    IngestItem(
+                        where=item.where,
+                        event=name if isinstance(name, str) else "?",
+                        status="rejected",
+                        reason=reason,
+                        artifact_id=art if isinstance(art, str) else None,
+                    )
+                )
+                continue
+            at = now_ms
+            if at is None:
+                ts = item.value.get("timestamp")
+                parsed = try_parse_ts(ts) if isinstance(ts, str) else None
+                at = self.store.now_ms() if parsed is None else parsed
+            absorb(layer.submit(item.value, at), item.where)
+        if close:
+            absorb(layer.close(), None)
+
+        def count(status: str, located_only: bool = False) -> int:
+            return sum(
+                r.status == status and (not located_only or r.where is not None) for r in rows
+            )
+
+        settings = self.store.get_settings(user_id)
+        return IngestResult(
+            user_id=user_id,
+            events=located,
+            accepted=count("accepted", True),
+            coalesced=count("coalesced", True),
+            rejected=count("rejected"),
+            flushed=count("flushed"),
+            failed=count("failed"),
+            inferred=count("inferred"),
+            learning=settings.memory_enabled and not self.store.is_paused(user_id),
+            redactions=dict(sorted(redactions.items())),
+            results=rows,
+        )
+
+    # prompt and decay ---------------------------------------------------------------------
+    def prompt(
+        self, user_id: str, project_id: str | None = None, variant: str = "generation"
+    ) -> PromptResult:
+        """The memory block for a generation (or critique, or the legacy block)."""
+        _choice("variant", variant, VARIANTS)
+        if project_id is not None:
+            validate_project_id(project_id)
+        retrieved = self.store.retrieve_for_injection(
+            user_id, None if project_id is None else {"project_id": project_id}
+        )
+        return PromptResult(
+            variant=variant,
+            project_id=project_id,
+            block=_block(variant, retrieved, project_id),
+            diagnostics_feed=self._feed(user_id, retrieved),
+        )
+
+    def compose(
+        self,
+        user_id: str,
+        host_prompt: str,
+        project_id: str | None = None,
+        variant: str = "generation",
+    ) -> PromptResult:
+        """The host's composed system prompt with the memory block placed in it
+        (docs/prompt-composition.md)."""
+        if not isinstance(host_prompt, str):
+            raise ValidationError("host_prompt", "host_prompt must be a string")
+        if variant == "legacy":
+            raise ValidationError(
+                "variant", "the legacy block has no heading to place; use generation or critique"
+            )
+        _choice("variant", variant, COMPOSE_VARIANTS)
+        result = self.prompt(user_id, project_id, variant)
+        result.prompt = insert_memory_block_into_prompt(host_prompt, result.block)
+        return result
+
+    def decay(self, user_id: str, now: str | None = None) -> DecayResult:
+        """One decay pass at ``now`` (default: the store's clock)."""
+        return self.store.run_decay(user_id, now)
+
+    # helpers ------------------------------------------------------------------------------
+    def _feed(self, user_id: str, retrieved: RetrievalResult) -> str:
+        if not self.store.get_settings(user_id).diagnostics_feed:
+            return ""
+        return summarize_diagnostics(retrieved)
+
+    def _future(self, field: str, value: object) -> str:
+        if not isinstance(value, str):
+            raise ValidationError(field, f"{field} must be an ISO 8601 date-time or null")
+        ms = try_parse_ts(value.strip())
+        if ms is None:
+            raise ValidationError(field, f"{field} {value!r} is not an ISO 8601 date")
+        if ms <= self.store.now_ms():
+            raise ValidationError(field, f"{field} {format_ts(ms)} is in the past")
+        return format_ts(ms)
+
+
+def _view(settings: UserSettings, paused_now: bool) -> SettingsView:
+    return SettingsView(
+        memory_enabled=settings.memory_enabled,
+        paused=settings.paused,
+        paused_until=settings.paused_until,
+        disabled_projects=list(settings.disabled_projects),
+        diagnostics_feed=settings.diagnostics_feed,
+        paused_now=paused_now,
+    )
+
+
+def _where(project_id: str | None) -> str:
+    return f"project {project_id}" if project_id else "global memory"
+
+
+def _choice(field: str, value: object, allowed: tuple[str, ...]) -> None:
+    if not isinstance(value, str) or value not in allowed:
+        raise ValidationError(
+            field, f"{field} must be one of {', '.join(allowed)}; got {value!r}"
+        )
+
+
+def _block(variant: str, retrieved: RetrievalResult, project_id: str | None) -> str:
+    if variant == "generation":
+        return build_generation_block(retrieved, project_id)
+    if variant == "critique":
+        return build_critique_block(retrieved, project_id)
+    return build_prompt_block(retrieved, project_id)
+
+
+def _read(field: str, path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except IsADirectoryError:
+        raise ValidationError(field, f"{path} is a directory") from None
+    except OSError as exc:
+        raise ValidationError(field, f"cannot read {path}: {exc.strerror}") from None
+
+
+def _prototype_file(source: Path, user_id: str) -> Path:
+    if source.is_file():
+        return source
+    for candidate in (source / "preferences.json", source / user_id / "preferences.json"):
+        if candidate.is_file():
+            return candidate
+    raise ValidationError(
+        "path", f"no preferences.json in {source} (nor in {source / user_id})"
+    )
+
+
+def _precheck(value: object, user_id: str) -> str | None:
+    """An event must be an object for the acting user (the capture layer checks the rest)."""
+    if not isinstance(value, dict):
+        return "not a JSON object"
+    owner = value.get("user_id")
+    if owner == user_id:
+        return None
+    if owner is None:
+        return f"user_id is missing (this call acts for {json.dumps(user_id)}; set it explicitly)"
+    return f"user_id {json.dumps(owner)} is not the acting user {json.dumps(user_id)}"
