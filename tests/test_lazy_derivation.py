@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from creative_memory import MemoryStore, adapter
-from creative_memory.app.store import WRITE_BACK_EVENTS
+from creative_memory.app.derived import WRITE_BACK_EVENTS
 from creative_memory.capture.layer import CaptureLayer
 from creative_memory.engine.derivation.v1 import DerivedState, known_versions
 from creative_memory.storage import FileStorage
@@ -44,7 +44,7 @@ class CountingStorage(FileStorage):
 def counting_store(root: Path, version: str, clock: ManualClock) -> tuple[MemoryStore, Any]:
     store = MemoryStore(root, derivation_version=version, clock=clock)
     storage = CountingStorage(root)
-    store._storage = storage
+    store._storage = store._states.storage = storage
     return store, storage
 
 

@@ -9,23 +9,23 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from creative_memory.app.derived import DerivedStates, _Memo
 from creative_memory.engine.constants import DERIVATION_VERSION
 from creative_memory.engine.derivation import (
     v2,  # noqa: F401  (registers derivation version "2")
     v3,  # noqa: F401  (registers derivation version "3")
 )
-from creative_memory.engine.derivation.v1 import DerivedState, check_version, new_state
+from creative_memory.engine.derivation.v1 import DerivedState, check_version
+from creative_memory.engine.erasure import anchored, forget_filter, in_bucket
 from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.events import (
     ComparisonEvent,
@@ -34,7 +34,7 @@ from creative_memory.engine.events import (
     LegacyRecordEvent,
     ProjectAnchorEvent,
     RefinementEvent,
-    SignalEvent,
+    build_refinement_event,
     build_signal_event,
     validate_project_id,
     validate_stored_event,
@@ -49,10 +49,17 @@ from creative_memory.engine.portability.archive import (
 )
 from creative_memory.engine.portability.prototype import parse_prototype
 from creative_memory.engine.retrieval import parse_context, retrieve
+from creative_memory.engine.scope import (
+    POLARITY_OPTIONS,
+    STATUS_OPTIONS,
+    check_option,
+    parse_scope,
+    validate_feature,
+)
 from creative_memory.engine.timeutil import format_ts, instant_to_ms
-from creative_memory.storage import FileStorage, LogSnapshot, UserSettings
+from creative_memory.storage import FileStorage, UserSettings
 from creative_memory.storage.base import EventLogStorage
-from creative_memory.storage.files.cache import DEFAULT_CACHE_CAPACITY, cache_key
+from creative_memory.storage.files.cache import DEFAULT_CACHE_CAPACITY
 from creative_memory.storage.files.fsutil import atomic_write
 
 Clock = Callable[[], int]
@@ -61,21 +68,6 @@ Clock = Callable[[], int]
 def wall_clock_ms() -> int:
     """Current time in epoch milliseconds (floored)."""
     return time.time_ns() // 1_000_000
-
-
-@dataclass
-class _Memo:
-    state: DerivedState
-    generation: str
-    end: int
-    head: str  # chain hash of the last folded event ("" before any)
-    written: str  # head last written back to the cache and snapshot
-    unwritten: int = 0  # events folded since that write-back
-
-
-#: A read writes the derived state back (cache entry + snapshot) once it is this many events
-#: past the last write-back; the first read of a store always writes (docs/storage.md).
-WRITE_BACK_EVENTS = 256
 
 
 class MemoryStore:
@@ -107,21 +99,12 @@ class MemoryStore:
         else:
             self._storage = FileStorage(root, cache_capacity=cache_capacity)
         self._clock: Clock = clock or wall_clock_ms
-        self._memo: dict[str, _Memo] = {}
-        self._memo_lock = threading.RLock()
-        self._user_locks: dict[str, threading.RLock] = {}
+        self._states = DerivedStates(self._storage, self.derivation_version)
 
     def flush(self) -> None:
         """Write every pending derived state back (cache entry and snapshot). Reads defer
         write-back (docs/storage.md); this makes the on-disk cache current now."""
-        with self._memo_lock:
-            users = list(self._memo)
-        for user_id in users:
-            with self._locked(user_id):
-                memo = self._memo.get(user_id)
-                if memo is not None and memo.head and memo.head != memo.written:
-                    memo.state.materialize()
-                    self._write_back(user_id, memo)
+        self._states.flush()
 
     def close(self) -> None:
         """Write pending derived state back (:meth:`flush`) and release backend resources
@@ -161,192 +144,22 @@ class MemoryStore:
     def _learning(self, settings: UserSettings) -> bool:
         return settings.memory_enabled and not self._is_paused(settings)
 
-    def _cold_start(
-        self, user_id: str, want_seqs: Sequence[int]
-    ) -> tuple[_Memo, LogSnapshot, dict[int, Preference | Refinement | None]]:
-        """A memo for the newest cached prefix of the log, the events after it still to
-        fold, and (when nothing usable is cached) what the events in ``want_seqs`` touched:
-        a derivation from scratch streams the log into the state, a chunk at a time."""
-        keys = self._storage.cache_keys(user_id)
-        v = self.derivation_version
-        if keys:
-            snap = self._storage.read_after_cached(user_id, lambda h: cache_key(h, v) in keys)
-            if snap.base is not None:
-                data = self._storage.cache_get(user_id, cache_key(snap.base, v))
-                if data is not None:
-                    with contextlib.suppress(ValueError, msgspec.DecodeError):
-                        state = DerivedState.load(data)
-                        if state.version == v:
-                            # written="" so the first read refreshes the snapshot (it may
-                            # show another version)
-                            memo = _Memo(state, snap.generation, snap.end, snap.base, "")
-                            return memo, snap, {}
-            elif snap.events or not snap.generation:
-                # no cached prefix: the read already holds the whole log; fold it from there
-                return _Memo(new_state(v), snap.generation, snap.end, "", ""), snap, {}
-        # nothing usable cached (or the entry vanished or is unreadable): from scratch
-        memo = _Memo(new_state(v), "", 0, "", "")
-        touched: dict[int, Preference | Refinement | None] = {}
-        later: list[tuple[int, Preference]] = []
-
-        def fold(events: list[Event]) -> None:
-            touched.update(self._fold(memo, events, want_seqs, later))
-
-        snap = self._storage.read_events(user_id, sink=fold)
-        self._report(memo, later, touched)
-        memo.generation, memo.end = snap.generation, snap.end
-        return memo, snap, touched
-
     def _refresh(
         self, user_id: str, want_seqs: Sequence[int] = (), *, write_back: bool = False
     ) -> tuple[DerivedState, dict[int, Preference | Refinement | None]]:
-        """Bring the user's derived state up to date with the log (O(k) for k new events).
-
-        Returns the state and, for each seq in ``want_seqs`` folded during this refresh, a
-        copy of what that event touched, taken right after it was folded. With
-        ``write_back`` the state is written to the derivation cache and the snapshot.
-        """
-        with self._memo_lock:
-            memo = self._memo.get(user_id)
-            snap: LogSnapshot | None = None
-            if memo is not None:
-                snap = self._storage.read_events(
-                    user_id, generation=memo.generation, start=memo.end
-                )
-                if not snap.resumed:
-                    memo = None
-            touched: dict[int, Preference | Refinement | None] = {}
-            if memo is None or snap is None:
-                memo, snap, touched = self._cold_start(user_id, want_seqs)
-                self._memo[user_id] = memo
-            try:
-                touched.update(self._fold(memo, snap.events, want_seqs))
-            except BaseException:  # a half-folded state must not be reused
-                self._memo.pop(user_id, None)
-                raise
-            memo.end = snap.end
-            state = memo.state
-            state.materialize()
-            if (
-                write_back
-                and memo.head
-                and memo.head != memo.written
-                and (not memo.written or memo.unwritten >= WRITE_BACK_EVENTS)
-            ):
-                self._write_back(user_id, memo)
-            return state, touched
-
-    @staticmethod
-    def _fold(
-        memo: _Memo,
-        events: Sequence[Event],
-        want_seqs: Sequence[int],
-        later: list[tuple[int, Preference]] | None = None,
-    ) -> dict[int, Preference | Refinement | None]:
-        """Fold ``events`` into the memo's state; for each seq in ``want_seqs``, a copy of
-        what that event touched (see :meth:`_refresh`). A version that reports records
-        after the whole batch (``records_per_event`` False) reports them at the end of this
-        call — or, when the caller passes ``later``, leaves them there for the caller to
-        report once every chunk of the batch is folded (:meth:`_report`)."""
-        touched: dict[int, Preference | Refinement | None] = {}
-        wanted = set(want_seqs)
-        state = memo.state
-        pending: list[tuple[int, Preference]] = [] if later is None else later
-        if not wanted and events:  # nothing to report: the state's bulk fold
-            state.fold(events)
-            memo.head = events[-1].h
-            memo.unwritten += len(events)
-            return touched
-        for ev in events:
-            rec = state.apply(ev)
-            memo.head = ev.h
-            memo.unwritten += 1
-            if ev.seq in wanted:
-                if isinstance(rec, Preference) and not state.records_per_event:
-                    pending.append((ev.seq, rec))
-                else:
-                    touched[ev.seq] = state.report(rec) if isinstance(rec, Preference) else rec
-        if later is None:
-            MemoryStore._report(memo, pending, touched)
-        return touched
-
-    @staticmethod
-    def _report(
-        memo: _Memo,
-        later: list[tuple[int, Preference]],
-        touched: dict[int, Preference | Refinement | None],
-    ) -> None:
-        for seq, rec in later:
-            touched[seq] = memo.state.report(rec)
-
-    def _write_back(self, user_id: str, memo: _Memo) -> None:
-        """Persist the memo's state in the cache and the human-readable snapshot (the
-        backend skips it if the log was rewritten meanwhile)."""
-        state = memo.state
-        snapshot = {
-            "about": "Derived preference records (a cache; the truth is the event log). "
-            "Generated by creative-memory; edits here are ignored.",
-            "user_id": user_id,
-            "derivation_version": state.version,
-            "last_derived_event_seq": state.last_seq,
-            "preferences": [state.export_record(r).to_dict() for r in state.all_records()],
-        }
-        self._storage.write_back(
-            user_id,
-            memo.generation,
-            cache_key(memo.head, state.version),
-            state.dump(),
-            msgspec.json.format(msgspec.json.encode(snapshot)) + b"\n",
-        )
-        memo.written = memo.head
-        memo.unwritten = 0
-
-    def _user_lock(self, user_id: str) -> threading.RLock:
-        with self._memo_lock:
-            lock = self._user_locks.get(user_id)
-            if lock is None:
-                lock = self._user_locks[user_id] = threading.RLock()
-            return lock
-
-    @contextlib.contextmanager
-    def _locked(self, user_id: str) -> Iterator[None]:
-        """This store's critical section for one user: the user's lock, then the memo lock
-        (always in this order). An append holds the user's lock from the write until its own
-        events are folded, so no other thread can fold them first and the caller always gets
-        the records its events touched."""
-        with self._user_lock(user_id), self._memo_lock:
-            yield
+        return self._states.refresh(user_id, want_seqs, write_back=write_back)
 
     def _append(
         self, user_id: str, events: Sequence[Event], *, records: bool = True
     ) -> list[Preference | Refinement | None]:
-        """Durably append ``events``; with ``records``, return what each one touched.
+        return self._states.append(user_id, events, records=records)
 
-        The appended events are folded from memory when this store's state for the user
-        ends right where the append began (no read-back); otherwise, without ``records``,
-        nothing is derived now: the next read does it (docs/performance.md, "Scaling with
-        the vocabulary")."""
-        with self._user_lock(user_id):
-            appended = self._storage.append_positioned(user_id, events)
-            seqs = [e.seq for e in appended.events]
-            with self._memo_lock:
-                memo = self._memo.get(user_id)
-                if (
-                    memo is not None
-                    and memo.generation == appended.generation
-                    and memo.end == appended.start
-                ):
-                    try:
-                        touched = self._fold(memo, appended.events, seqs if records else ())
-                    except BaseException:  # a half-folded state must not be reused
-                        self._memo.pop(user_id, None)
-                        raise
-                    memo.end = appended.end
-                elif records:
-                    _, touched = self._refresh(user_id, seqs)
-                else:
-                    return [None] * len(seqs)
-            return [touched.get(s) for s in seqs]
+    def _locked(self, user_id: str) -> contextlib.AbstractContextManager[None]:
+        return self._states.locked(user_id)
+
+    @property
+    def _memo(self) -> dict[str, _Memo]:
+        return self._states.memo
 
     def _recorded_at(self) -> str:
         return format_ts(self.now_ms())
@@ -380,34 +193,13 @@ class MemoryStore:
         if learning:
             events = [build_signal_event(s, now, recorded_at) for s in signals]
         if refinement is not None and not self._is_paused(settings):
-            events.append(self._refinement_event(refinement, recorded_at))
+            events.append(build_refinement_event(refinement, recorded_at))
         if not events:
             return [None] * len(signals)
         results = self._append(user_id, events, records=records)
         if not learning:
             return [None] * len(signals)
         return [r if isinstance(r, Preference) else None for r in results[: len(signals)]]
-
-    def _refinement_event(self, r: Mapping[str, Any], recorded_at: str) -> RefinementEvent:
-        artifact_id = r.get("artifact_id")
-        project_id = r.get("project_id")
-        for name, value in (("artifact_id", artifact_id), ("project_id", project_id)):
-            if value is not None and not isinstance(value, str):
-                raise ValidationError(name, f"{name} must be a string or null")
-        diff = r.get("diff")
-        if diff is None:
-            diff = {}
-        try:
-            msgspec.json.encode(diff)
-        except (TypeError, msgspec.EncodeError) as exc:
-            raise ValidationError("diff", f"diff must be JSON-serialisable ({exc})") from exc
-        return RefinementEvent(
-            at=recorded_at,
-            recorded_at=recorded_at,
-            artifact_id=artifact_id,
-            project_id=project_id,
-            diff=diff,
-        )
 
     def append_comparison(self, user_id: str, event: ComparisonEvent) -> bool:
         """Store a pairwise comparison unless learning is off; returns whether it was stored."""
@@ -471,9 +263,9 @@ class MemoryStore:
         status: str = "all",
     ) -> list[Preference]:
         validate_user_id(user_id)
-        project = _scope_project(scope)
-        _check_option("polarity", polarity, _POLARITY_OPTIONS)
-        _check_option("status", status, _STATUS_OPTIONS)
+        project = parse_scope(scope)
+        check_option("polarity", polarity, POLARITY_OPTIONS)
+        check_option("status", status, STATUS_OPTIONS)
         if not self._storage.user_exists(user_id):
             return []
         with self._locked(user_id):
@@ -508,14 +300,14 @@ class MemoryStore:
     def reset_memory(self, user_id: str, scope: str = "all") -> None:
         """Erase raw events in ``scope`` for real; a full reset also re-enables memory."""
         validate_user_id(user_id)
-        project = _scope_project(scope)
+        project = parse_scope(scope)
         if scope == "all":
             self._rewrite(user_id, lambda ev: None)
             self._storage.write_settings(user_id, UserSettings())
         elif scope == "global":
-            self._erase(user_id, lambda ev: None if _in_bucket(ev, None) else ev)
+            self._erase(user_id, lambda ev: None if in_bucket(ev, None) else ev)
         elif project is not None:
-            self._erase(user_id, lambda ev: None if _in_bucket(ev, project) else ev)
+            self._erase(user_id, lambda ev: None if in_bucket(ev, project) else ev)
             with self._locked(user_id):
                 state, _ = self._refresh(user_id)
                 missing = state.project_records(project) is None
@@ -543,7 +335,7 @@ class MemoryStore:
         """
         validate_user_id(user_id)
         recorded_at = self._recorded_at()
-        ev = self._refinement_event(
+        ev = build_refinement_event(
             {"artifact_id": artifact_id, "project_id": project_id, "diff": diff}, recorded_at
         )
         if self._is_paused(self._settings(user_id)):
@@ -576,35 +368,18 @@ class MemoryStore:
         project_id: str | None = None,
     ) -> int:
         """Erase every raw event about (``preference_type``, ``pattern``) in the bucket."""
-        _validate_feature(user_id, preference_type, pattern, project_id)
+        validate_feature(user_id, preference_type, pattern, project_id)
         if not self._storage.user_exists(user_id):
             return 0
         return self._erase(
-            user_id, lambda ev: _forget_filter(ev, preference_type, pattern, project_id)
+            user_id, lambda ev: forget_filter(ev, preference_type, pattern, project_id)
         )
 
     def _erase(self, user_id: str, keep: Callable[[Event], Event | None]) -> int:
-        """Rewrite the log through ``keep``; the first event of each project bucket is
-        replaced by a content-free anchor instead of vanishing, so bucket order survives.
-        Returns how many events were removed or changed (anchors do not count)."""
-        seen: set[str] = set()
-
-        def keep_anchored(ev: Event) -> Event | None:
-            has, bucket = _bucket_of(ev)
-            first = False
-            if isinstance(ev, ProjectAnchorEvent):
-                has, bucket = True, ev.project_id
-            if has and bucket is not None and bucket not in seen:
-                seen.add(bucket)
-                first = True
-            new = keep(ev)
-            if new is None and first and not isinstance(ev, ProjectAnchorEvent):
-                return ProjectAnchorEvent(
-                    seq=ev.seq, at=ev.at, recorded_at=ev.recorded_at, project_id=bucket or ""
-                )
-            return new
-
-        return self._rewrite(user_id, keep_anchored)
+        """Rewrite the log through ``keep``, anchoring each project bucket's first event
+        (:func:`~creative_memory.engine.erasure.anchored`). Returns how many events were
+        removed or changed (anchors do not count)."""
+        return self._rewrite(user_id, anchored(keep))
 
     def _rewrite(self, user_id: str, keep: Callable[[Event], Event | None]) -> int:
         """Rewrite the log, then — under the same lock — delete every derived artefact
@@ -613,7 +388,7 @@ class MemoryStore:
         with self._locked(user_id):
             changed = self._storage.rewrite(user_id, keep)
             if changed:
-                self._memo.pop(user_id, None)
+                self._states.forget_user(user_id)
                 self._refresh(user_id, write_back=True)
             return changed
 
@@ -749,7 +524,7 @@ class MemoryStore:
         """The derivation trace of (``preference_type``, ``pattern``) in the global list or
         ``project_id``'s: every contributing raw event and what it did, ending at the
         current records."""
-        _validate_feature(user_id, preference_type, pattern, project_id)
+        validate_feature(user_id, preference_type, pattern, project_id)
         return explain(
             self.events(user_id), self.derivation_version, preference_type, pattern, project_id
         )
@@ -811,108 +586,4 @@ class MemoryStore:
     def _replace_log(self, user_id: str, events: Sequence[Event]) -> None:
         with self._locked(user_id):
             self._storage.replace_all(user_id, events)
-            self._memo.pop(user_id, None)
-
-
-def _validate_feature(
-    user_id: str, preference_type: object, pattern: object, project_id: object
-) -> None:
-    """Checks shared by the calls that name one pattern (forget, explain)."""
-    validate_user_id(user_id)
-    for name, value in (("preference_type", preference_type), ("pattern", pattern)):
-        if not isinstance(value, str) or not value:
-            raise ValidationError(name, f"{name} must be a non-empty string")
-    if project_id is not None:
-        validate_project_id(project_id)
-
-
-_POLARITY_OPTIONS = ("all", "positive", "negative")
-_STATUS_OPTIONS = ("all", "stable", "under_review", "archived")
-
-
-def _scope_project(scope: object) -> str | None:
-    """``"project:<x>"`` → validated ``x``; ``"all"`` / ``"global"`` → ``None``.
-
-    Anything else is an error (docs/architecture.md, "Option values"): a scope that is
-    not understood must never list everything or erase nothing silently.
-    """
-    if not isinstance(scope, str):
-        raise ValidationError("scope", "scope must be a string")
-    if scope in ("all", "global"):
-        return None
-    if scope.startswith("project:") and scope.count(":") == 1:
-        return validate_project_id(scope.removeprefix("project:"))
-    raise ValidationError(
-        "scope", f"unknown scope {scope!r}: expected 'all', 'global' or 'project:<id>'"
-    )
-
-
-def _check_option(field: str, value: object, allowed: tuple[str, ...]) -> None:
-    if not isinstance(value, str) or value not in allowed:
-        raise ValidationError(
-            field, f"unknown {field} {value!r}: expected one of {', '.join(allowed)}"
-        )
-
-
-def _bucket_of(ev: Event) -> tuple[bool, str | None]:
-    """Whether ``ev`` belongs to a record bucket, and which (``None`` = global)."""
-    if isinstance(ev, SignalEvent):
-        return True, ev.project_id if ev.scope == "project" else None
-    if isinstance(ev, LegacyRecordEvent):
-        return True, ev.bucket
-    if isinstance(ev, ComparisonEvent):
-        return True, ev.project_id if ev.scope == "project" else None
-    return False, None
-
-
-def _in_bucket(ev: Event, bucket: str | None) -> bool:
-    has, b = _bucket_of(ev)
-    return has and b == bucket
-
-
-def _forget_filter(
-    ev: Event, preference_type: str, pattern: str, project_id: str | None
-) -> Event | None:
-    if isinstance(ev, SignalEvent):
-        if (
-            _in_bucket(ev, project_id)
-            and ev.preference_type == preference_type
-            and ev.pattern == pattern
-        ):
-            return None
-        return ev
-    if isinstance(ev, LegacyRecordEvent):
-        r = ev.record
-        if (
-            ev.bucket == project_id
-            and r.get("preference_type") == preference_type
-            and r.get("pattern") == pattern
-        ):
-            return None
-        return ev
-    if isinstance(ev, ComparisonEvent):
-        if not _in_bucket(ev, project_id):
-            return ev
-
-        def strip(side: Any) -> Any:
-            feats = [
-                f
-                for f in side.features
-                if not (f.preference_type == preference_type and f.pattern == pattern)
-            ]
-            return (
-                side
-                if len(feats) == len(side.features)
-                else msgspec.structs.replace(side, features=feats)
-            )
-
-        chose, over = strip(ev.chose), strip(ev.over)
-        if chose is ev.chose and over is ev.over:
-            return ev
-        if not chose.features and not over.features:
-            return None
-        return msgspec.structs.replace(ev, chose=chose, over=over)
-    if isinstance(ev, RefinementEvent):
-        # Free-text diffs can name the pattern; erasure must be real, so drop such entries.
-        return None if pattern.encode() in msgspec.json.encode(ev.diff) else ev
-    return ev
+            self._states.forget_user(user_id)

@@ -1,0 +1,252 @@
+"""Derived state per user, kept current with the event log (docs/storage.md).
+
+Reads derive lazily. Within a process the last derived state of each user is kept and
+extended with newly appended events (O(k) for k new events), folded from memory when the
+append continues the state; a rewritten log (erasure) derives afresh. Write-back of the
+state to the derivation cache and the snapshot is deferred (:data:`WRITE_BACK_EVENTS`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import msgspec
+
+from creative_memory.engine.derivation.v1 import DerivedState, new_state
+from creative_memory.engine.events import Event
+from creative_memory.engine.models import Preference, Refinement
+from creative_memory.storage import LogSnapshot
+from creative_memory.storage.base import EventLogStorage
+from creative_memory.storage.files.cache import cache_key
+
+
+@dataclass
+class _Memo:
+    state: DerivedState
+    generation: str
+    end: int
+    head: str  # chain hash of the last folded event ("" before any)
+    written: str  # head last written back to the cache and snapshot
+    unwritten: int = 0  # events folded since that write-back
+
+
+#: A read writes the derived state back (cache entry + snapshot) once it is this many events
+#: past the last write-back; the first read of a store always writes (docs/storage.md).
+WRITE_BACK_EVENTS = 256
+
+
+class DerivedStates:
+    """The derived state of every user a store has read, and the locks that guard it."""
+
+    def __init__(self, storage: EventLogStorage, version: str) -> None:
+        self.storage = storage
+        self.version = version
+        self.memo: dict[str, _Memo] = {}
+        self.memo_lock = threading.RLock()
+        self.user_locks: dict[str, threading.RLock] = {}
+
+    def flush(self) -> None:
+        """Write every pending derived state back (cache entry and snapshot)."""
+        with self.memo_lock:
+            users = list(self.memo)
+        for user_id in users:
+            with self.locked(user_id):
+                memo = self.memo.get(user_id)
+                if memo is not None and memo.head and memo.head != memo.written:
+                    memo.state.materialize()
+                    self.write_back(user_id, memo)
+
+    def forget_user(self, user_id: str) -> None:
+        """Drop the user's state (after a rewrite of the log): the next read derives afresh."""
+        with self.memo_lock:
+            self.memo.pop(user_id, None)
+
+    def cold_start(
+        self, user_id: str, want_seqs: Sequence[int]
+    ) -> tuple[_Memo, LogSnapshot, dict[int, Preference | Refinement | None]]:
+        """A memo for the newest cached prefix of the log, the events after it still to
+        fold, and (when nothing usable is cached) what the events in ``want_seqs`` touched:
+        a derivation from scratch streams the log into the state, a chunk at a time."""
+        keys = self.storage.cache_keys(user_id)
+        v = self.version
+        if keys:
+            snap = self.storage.read_after_cached(user_id, lambda h: cache_key(h, v) in keys)
+            if snap.base is not None:
+                data = self.storage.cache_get(user_id, cache_key(snap.base, v))
+                if data is not None:
+                    with contextlib.suppress(ValueError, msgspec.DecodeError):
+                        state = DerivedState.load(data)
+                        if state.version == v:
+                            # written="" so the first read refreshes the snapshot (it may
+                            # show another version)
+                            memo = _Memo(state, snap.generation, snap.end, snap.base, "")
+                            return memo, snap, {}
+            elif snap.events or not snap.generation:
+                # no cached prefix: the read already holds the whole log; fold it from there
+                return _Memo(new_state(v), snap.generation, snap.end, "", ""), snap, {}
+        # nothing usable cached (or the entry vanished or is unreadable): from scratch
+        memo = _Memo(new_state(v), "", 0, "", "")
+        touched: dict[int, Preference | Refinement | None] = {}
+        later: list[tuple[int, Preference]] = []
+
+        def fold(events: list[Event]) -> None:
+            touched.update(self.fold(memo, events, want_seqs, later))
+
+        snap = self.storage.read_events(user_id, sink=fold)
+        self.report(memo, later, touched)
+        memo.generation, memo.end = snap.generation, snap.end
+        return memo, snap, touched
+
+    def refresh(
+        self, user_id: str, want_seqs: Sequence[int] = (), *, write_back: bool = False
+    ) -> tuple[DerivedState, dict[int, Preference | Refinement | None]]:
+        """Bring the user's derived state up to date with the log (O(k) for k new events).
+
+        Returns the state and, for each seq in ``want_seqs`` folded during this refresh, a
+        copy of what that event touched, taken right after it was folded. With
+        ``write_back`` the state is written to the derivation cache and the snapshot.
+        """
+        with self.memo_lock:
+            memo = self.memo.get(user_id)
+            snap: LogSnapshot | None = None
+            if memo is not None:
+                snap = self.storage.read_events(
+                    user_id, generation=memo.generation, start=memo.end
+                )
+                if not snap.resumed:
+                    memo = None
+            touched: dict[int, Preference | Refinement | None] = {}
+            if memo is None or snap is None:
+                memo, snap, touched = self.cold_start(user_id, want_seqs)
+                self.memo[user_id] = memo
+            try:
+                touched.update(self.fold(memo, snap.events, want_seqs))
+            except BaseException:  # a half-folded state must not be reused
+                self.memo.pop(user_id, None)
+                raise
+            memo.end = snap.end
+            state = memo.state
+            state.materialize()
+            if (
+                write_back
+                and memo.head
+                and memo.head != memo.written
+                and (not memo.written or memo.unwritten >= WRITE_BACK_EVENTS)
+            ):
+                self.write_back(user_id, memo)
+            return state, touched
+
+    @staticmethod
+    def fold(
+        memo: _Memo,
+        events: Sequence[Event],
+        want_seqs: Sequence[int],
+        later: list[tuple[int, Preference]] | None = None,
+    ) -> dict[int, Preference | Refinement | None]:
+        """Fold ``events`` into the memo's state; for each seq in ``want_seqs``, a copy of
+        what that event touched (see :meth:`refresh`). A version that reports records
+        after the whole batch (``records_per_event`` False) reports them at the end of this
+        call — or, when the caller passes ``later``, leaves them there for the caller to
+        report once every chunk of the batch is folded (:meth:`report`)."""
+        touched: dict[int, Preference | Refinement | None] = {}
+        wanted = set(want_seqs)
+        state = memo.state
+        pending: list[tuple[int, Preference]] = [] if later is None else later
+        if not wanted and events:  # nothing to report: the state's bulk fold
+            state.fold(events)
+            memo.head = events[-1].h
+            memo.unwritten += len(events)
+            return touched
+        for ev in events:
+            rec = state.apply(ev)
+            memo.head = ev.h
+            memo.unwritten += 1
+            if ev.seq in wanted:
+                if isinstance(rec, Preference) and not state.records_per_event:
+                    pending.append((ev.seq, rec))
+                else:
+                    touched[ev.seq] = state.report(rec) if isinstance(rec, Preference) else rec
+        if later is None:
+            DerivedStates.report(memo, pending, touched)
+        return touched
+
+    @staticmethod
+    def report(
+        memo: _Memo,
+        later: list[tuple[int, Preference]],
+        touched: dict[int, Preference | Refinement | None],
+    ) -> None:
+        for seq, rec in later:
+            touched[seq] = memo.state.report(rec)
+
+    def write_back(self, user_id: str, memo: _Memo) -> None:
+        """Persist the memo's state in the cache and the human-readable snapshot (the
+        backend skips it if the log was rewritten meanwhile)."""
+        state = memo.state
+        snapshot = {
+            "about": "Derived preference records (a cache; the truth is the event log). "
+            "Generated by creative-memory; edits here are ignored.",
+            "user_id": user_id,
+            "derivation_version": state.version,
+            "last_derived_event_seq": state.last_seq,
+            "preferences": [state.export_record(r).to_dict() for r in state.all_records()],
+        }
+        self.storage.write_back(
+            user_id,
+            memo.generation,
+            cache_key(memo.head, state.version),
+            state.dump(),
+            msgspec.json.format(msgspec.json.encode(snapshot)) + b"\n",
+        )
+        memo.written = memo.head
+        memo.unwritten = 0
+
+    def user_lock(self, user_id: str) -> threading.RLock:
+        with self.memo_lock:
+            lock = self.user_locks.get(user_id)
+            if lock is None:
+                lock = self.user_locks[user_id] = threading.RLock()
+            return lock
+
+    @contextlib.contextmanager
+    def locked(self, user_id: str) -> Iterator[None]:
+        """This store's critical section for one user: the user's lock, then the memo lock
+        (always in this order). An append holds the user's lock from the write until its own
+        events are folded, so no other thread can fold them first and the caller always gets
+        the records its events touched."""
+        with self.user_lock(user_id), self.memo_lock:
+            yield
+
+    def append(
+        self, user_id: str, events: Sequence[Event], *, records: bool = True
+    ) -> list[Preference | Refinement | None]:
+        """Durably append ``events``; with ``records``, return what each one touched.
+
+        The appended events are folded from memory when this store's state for the user
+        ends right where the append began (no read-back); otherwise, without ``records``,
+        nothing is derived now: the next read does it (docs/performance.md, "Scaling with
+        the vocabulary")."""
+        with self.user_lock(user_id):
+            appended = self.storage.append_positioned(user_id, events)
+            seqs = [e.seq for e in appended.events]
+            with self.memo_lock:
+                memo = self.memo.get(user_id)
+                if (
+                    memo is not None
+                    and memo.generation == appended.generation
+                    and memo.end == appended.start
+                ):
+                    try:
+                        touched = self.fold(memo, appended.events, seqs if records else ())
+                    except BaseException:  # a half-folded state must not be reused
+                        self.memo.pop(user_id, None)
+                        raise
+                    memo.end = appended.end
+                elif records:
+                    _, touched = self.refresh(user_id, seqs)
+                else:
+                    return [None] * len(seqs)
+            return [touched.get(s) for s in seqs]

@@ -1,0 +1,50 @@
+"""Scopes and option values of the listing and erasure calls (docs/architecture.md,
+"Option values"): a value that is not understood is an error, never a silent default."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from creative_memory.engine.errors import ValidationError
+from creative_memory.engine.events import validate_project_id, validate_user_id
+
+
+def validate_feature(
+    user_id: str, preference_type: object, pattern: object, project_id: object
+) -> None:
+    """Checks shared by the calls that name one pattern (forget, explain)."""
+    validate_user_id(user_id)
+    for name, value in (("preference_type", preference_type), ("pattern", pattern)):
+        if not isinstance(value, str) or not value:
+            raise ValidationError(name, f"{name} must be a non-empty string")
+    if project_id is not None:
+        validate_project_id(project_id)
+
+
+POLARITY_OPTIONS: Final = ("all", "positive", "negative")
+STATUS_OPTIONS: Final = ("all", "stable", "under_review", "archived")
+
+
+def parse_scope(scope: object) -> str | None:
+    """``"project:<x>"`` → validated ``x``; ``"all"`` / ``"global"`` → ``None``.
+
+    Anything else is an error (docs/architecture.md, "Option values"): a scope that is
+    not understood must never list everything or erase nothing silently.
+    """
+    if not isinstance(scope, str):
+        raise ValidationError("scope", "scope must be a string")
+    if scope in ("all", "global"):
+        return None
+    if scope.startswith("project:") and scope.count(":") == 1:
+        return validate_project_id(scope.removeprefix("project:"))
+    raise ValidationError(
+        "scope", f"unknown scope {scope!r}: expected 'all', 'global' or 'project:<id>'"
+    )
+
+
+def check_option(field: str, value: object, allowed: tuple[str, ...]) -> None:
+    """A ``ValidationError`` naming ``field`` unless ``value`` is one of ``allowed``."""
+    if not isinstance(value, str) or value not in allowed:
+        raise ValidationError(
+            field, f"unknown {field} {value!r}: expected one of {', '.join(allowed)}"
+        )
