@@ -1,0 +1,126 @@
+"""The typed results (and inputs) of the application service (docs/architecture.md).
+
+Each is a ``msgspec.Struct``: the CLI renders it, the HTTP API encodes it and generates its
+OpenAPI component schema from the same type.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+
+class SettingsView(msgspec.Struct, kw_only=True):
+    """A user's settings as every surface shows them, with whether a pause is in force."""
+
+    memory_enabled: bool
+    paused: bool
+    paused_until: str | None
+    disabled_projects: list[str]
+    diagnostics_feed: bool
+    paused_now: bool
+
+
+class SettingsChange(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Several settings changed at once; an absent key changes nothing."""
+
+    memory_enabled: bool | UnsetType = UNSET
+    paused: bool | UnsetType = UNSET
+    paused_until: str | UnsetType | None = UNSET
+    project_ignore_global: dict[str, bool] | UnsetType = UNSET
+    diagnostics_feed: bool | UnsetType = UNSET
+
+
+class ProjectToggle(msgspec.Struct, kw_only=True):
+    """A project's global-memory switch after a change, and whether it changed."""
+
+    project_id: str
+    ignores_global: bool
+    changed: bool
+    settings: SettingsView
+
+
+class ForgetResult(msgspec.Struct, kw_only=True):
+    """What ``forget`` erased; ``events_removed`` is 0 when there was nothing to forget."""
+
+    user_id: str
+    preference_type: str
+    pattern: str
+    project_id: str | None
+    events_removed: int
+
+
+class ResetResult(msgspec.Struct, kw_only=True):
+    """What ``reset`` erased and what is left."""
+
+    user_id: str
+    scope: str
+    events_removed: int
+    events_remaining: int
+    settings: SettingsView
+
+
+class ExportResult(msgspec.Struct, kw_only=True):
+    """An archive written (or ready to download): its size, checksum and suggested name."""
+
+    user_id: str
+    events: int
+    checksum: str
+    filename: str
+
+
+class ImportResult(msgspec.Struct, kw_only=True):
+    """What an archive import added, and where the user's memory stands after it."""
+
+    user_id: str
+    mode: str
+    archive_user_id: str
+    archive_events: int
+    events_added: int
+    events_total: int
+
+
+class PromptResult(msgspec.Struct, kw_only=True):
+    """A memory block (and, for ``compose``, the host prompt with the block placed)."""
+
+    variant: str
+    project_id: str | None
+    block: str
+    diagnostics_feed: str
+    prompt: str | None = None
+
+
+class IngestInput(msgspec.Struct, kw_only=True):
+    """One parsed input item: its location label, its JSON value, or why it did not parse."""
+
+    where: str | None = None
+    value: Any = None
+    error: str | None = None
+
+
+class IngestItem(msgspec.Struct, kw_only=True):
+    """What happened to one event (``where`` is ``None`` for pending edits delivered later)."""
+
+    where: str | None
+    event: str
+    status: str
+    reason: str | None
+    artifact_id: str | None
+
+
+class IngestResult(msgspec.Struct, kw_only=True):
+    """The per-event report of one ingest call, with the totals."""
+
+    user_id: str
+    events: int
+    accepted: int
+    coalesced: int
+    rejected: int
+    flushed: int
+    failed: int
+    inferred: int
+    learning: bool
+    redactions: dict[str, int]
+    results: list[IngestItem]
