@@ -11,7 +11,6 @@ import random
 from typing import Any
 
 import pytest
-from creative_memory.tests.conftest import tag
 
 from creative_memory import TOKEN_BUDGET, MemoryStore, RetrievalResult, build_prompt_block
 from creative_memory.app.feed import diagnostics_feed_line
@@ -25,6 +24,7 @@ from creative_memory.engine.prompt import (
 )
 from creative_memory.engine.retrieval import token_cost
 from creative_memory.engine.timeutil import u16len
+from tests.conftest import tag
 
 U = "designer"
 

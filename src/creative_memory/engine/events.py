@@ -8,53 +8,21 @@ signal mapping into a :class:`SignalEvent` body. No I/O and no clock: the caller
 from __future__ import annotations
 
 import hashlib
-import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Literal
 
 import msgspec
 
 from creative_memory.engine.constants import SIGNAL_WEIGHTS
 from creative_memory.engine.errors import ValidationError
+from creative_memory.engine.ids import show as _show
+from creative_memory.engine.ids import validate_project_id as validate_project_id
+from creative_memory.engine.ids import validate_user_id as validate_user_id
+from creative_memory.engine.legacy import validate_record
 from creative_memory.engine.timeutil import format_ts, parse_ts
 
 #: Version of the on-disk event format (the ``v`` field of every event).
 EVENT_FORMAT_VERSION: Final = 1
-
-_SAFE_ID = re.compile(r"[A-Za-z0-9_-]+")
-_RESERVED = frozenset({"__proto__", "constructor", "prototype"})
-
-
-def validate_user_id(user_id: object) -> str:
-    if not isinstance(user_id, str) or _SAFE_ID.fullmatch(user_id) is None:
-        raise ValidationError(
-            "user_id",
-            f"user_id {_show(user_id)} is not a safe basename. "
-            "Only alphanumeric characters, hyphens, and underscores are allowed.",
-        )
-    return user_id
-
-
-def validate_project_id(project_id: object) -> str:
-    if isinstance(project_id, str) and project_id in _RESERVED:
-        raise ValidationError(
-            "project_id",
-            f"project_id {_show(project_id)} is not a safe key — it would corrupt object "
-            "semantics. Use a normal identifier.",
-        )
-    if not isinstance(project_id, str) or _SAFE_ID.fullmatch(project_id) is None:
-        raise ValidationError(
-            "project_id",
-            f"project_id {_show(project_id)} is not a safe key. "
-            "Only alphanumeric characters, hyphens, and underscores are allowed.",
-        )
-    return project_id
-
-
-def _show(value: object) -> str:
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return repr(value)
 
 
 class _Event(msgspec.Struct, kw_only=True, tag_field="kind"):
@@ -153,6 +121,7 @@ _decoder = msgspec.json.Decoder(Event)
 
 
 def encode_event(event: Event) -> bytes:
+    """The canonical JSON encoding of ``event`` (one line of a log, without the newline)."""
     return _encoder.encode(event)
 
 
@@ -172,7 +141,45 @@ def with_chain(prev: str, event: Event) -> Event:
     return msgspec.structs.replace(event, h=chain_hash(prev, event))
 
 
+def rechain(events: Iterable[Event], prev: str = CHAIN_GENESIS) -> list[Event]:
+    """``events`` (keeping their ``seq``) linked into a chain that continues after ``prev``
+    (by default a new log): what a backend stores when it rewrites or replaces a log."""
+    out: list[Event] = []
+    for ev in events:
+        linked = with_chain(prev, ev)
+        prev = linked.h
+        out.append(linked)
+    return out
+
+
+def sequenced(events: Sequence[Event], last_seq: int, prev: str) -> list[Event]:
+    """``events`` numbered from ``last_seq + 1`` and chained after ``prev``: what a
+    backend stores when it appends to a log whose last event has ``seq``/``h`` (or floor)
+    ``last_seq``/``prev``."""
+    return rechain(
+        (msgspec.structs.replace(ev, seq=last_seq + i) for i, ev in enumerate(events, 1)), prev
+    )
+
+
+def event_bucket(ev: SignalEvent | ComparisonEvent) -> str | None:
+    """The record bucket a signal or a comparison is about: its project id when its scope
+    is ``"project"``, else ``None`` (the global bucket)."""
+    return ev.project_id if ev.scope == "project" else None
+
+
+def bucket_of(ev: Event) -> tuple[bool, str | None]:
+    """Whether ``ev`` carries evidence for a record bucket, and which (``None`` = global):
+    signals, comparisons and legacy records do; decay passes, refinements and project
+    anchors do not."""
+    if isinstance(ev, SignalEvent | ComparisonEvent):
+        return True, event_bucket(ev)
+    if isinstance(ev, LegacyRecordEvent):
+        return True, ev.bucket
+    return False, None
+
+
 def decode_event(line: bytes | str) -> Event:
+    """Inverse of :func:`encode_event`; raises ``msgspec`` errors on a bad line."""
     return _decoder.decode(line)
 
 
@@ -273,8 +280,6 @@ def validate_stored_event(ev: Event, where: str = "event") -> None:
     elif isinstance(ev, ProjectAnchorEvent):
         validate_project_id(ev.project_id)
     elif isinstance(ev, LegacyRecordEvent):
-        from creative_memory.engine.portability.prototype import validate_record
-
         if ev.bucket is not None:
             validate_project_id(ev.bucket)
         validate_record(ev.record, f"{where}.record", ev.bucket)

@@ -60,7 +60,8 @@ from creative_memory.engine.events import (
     Event,
     decode_event,
     encode_event,
-    with_chain,
+    rechain,
+    sequenced,
 )
 from creative_memory.engine.settings import UserSettings
 from creative_memory.storage.base import Appended, LogSnapshot
@@ -452,15 +453,10 @@ class PostgresStorage:
                     )
                 last_seq, prev_h = int(row[1]), row[2] or CHAIN_GENESIS
                 start = int(row[3]) if row[3] is not None else 0
-            out: list[Event] = []
-            for ev in events:
-                last_seq += 1
-                stamped = with_chain(prev_h, msgspec.structs.replace(ev, seq=last_seq))
-                prev_h = stamped.h
-                out.append(stamped)
+            out = sequenced(events, last_seq, prev_h)
             self._insert_events(conn, user_id, out)
             conn.execute(
-                "UPDATE cm_users SET seq_floor = %s WHERE user_id = %s", (last_seq, user_id)
+                "UPDATE cm_users SET seq_floor = %s WHERE user_id = %s", (out[-1].seq, user_id)
             )
         # committed: durable
         return Appended(events=out, generation=generation, start=start, end=out[-1].seq)
@@ -482,8 +478,7 @@ class PostgresStorage:
             max_seq = max([floor, *(e.seq for e in events)])
             changed = 0
             first_change: int | None = None  # index of the first dropped or changed event
-            kept: list[Event] = []
-            prev_h = CHAIN_GENESIS
+            survivors: list[Event] = []
             for i, ev in enumerate(events):
                 new = keep(ev)
                 if new is not ev:
@@ -491,11 +486,10 @@ class PostgresStorage:
                     if first_change is None:
                         first_change = i
                 if new is not None:
-                    linked = with_chain(prev_h, new)
-                    prev_h = linked.h
-                    kept.append(linked)
+                    survivors.append(new)
             if not changed or first_change is None:
                 return 0
+            kept = rechain(survivors)
             # Events before the first change keep their rows (same content, same chain);
             # everything from there on is deleted and the survivors re-inserted re-chained.
             cut_seq = events[first_change].seq
@@ -513,12 +507,7 @@ class PostgresStorage:
     def replace_all(self, user_id: str, events: Sequence[Event]) -> None:
         """Atomically replace the whole log with ``events`` (keeping their ``seq``; the chain
         is recomputed). ``seq_floor`` keeps every number ever used here unusable."""
-        linked: list[Event] = []
-        prev_h = CHAIN_GENESIS
-        for ev in events:
-            stamped = with_chain(prev_h, ev)
-            prev_h = stamped.h
-            linked.append(stamped)
+        linked = rechain(events)
         with self._tx(user_id) as conn:
             row = conn.execute(
                 "SELECT seq_floor FROM cm_users WHERE user_id = %s", (user_id,)

@@ -13,34 +13,11 @@ import msgspec
 
 from creative_memory.engine.constants import SCHEMA_VERSION
 from creative_memory.engine.errors import ValidationError
-from creative_memory.engine.events import LegacyRecordEvent, RefinementEvent, validate_project_id
+from creative_memory.engine.events import LegacyRecordEvent, RefinementEvent
+from creative_memory.engine.ids import validate_project_id
+from creative_memory.engine.legacy import field_error as _fail
+from creative_memory.engine.legacy import validate_record
 from creative_memory.engine.timeutil import format_ts, try_parse_ts
-
-_STR = (str,)
-_RECORD_FIELDS: dict[str, tuple[type, ...]] = {
-    "id": _STR,
-    "preference_type": _STR,
-    "pattern": _STR,
-    "polarity": _STR,
-    "signal_strength": (int, float),
-    "confidence": _STR,
-    "sources": (list,),
-    "accept_count": (int,),
-    "reject_count": (int,),
-    "explicit_tags": (list,),
-    "last_seen": _STR,
-    "decay_at": _STR,
-    "scope": _STR,
-    "reversal_signals": (int,),
-    "reversal_first_seen": (str, type(None)),
-    "polarity_status": _STR,
-    "shadow_of": (str, type(None)),
-}
-_ENUMS = {
-    "polarity": ("positive", "negative"),
-    "confidence": ("low", "medium", "high"),
-    "polarity_status": ("stable", "under_review", "archived"),
-}
 
 
 class PrototypeFile(msgspec.Struct, kw_only=True):
@@ -49,42 +26,6 @@ class PrototypeFile(msgspec.Struct, kw_only=True):
     memory_enabled: bool
     records: list[LegacyRecordEvent]
     refinements: list[RefinementEvent]
-
-
-def _fail(field: str, message: str) -> ValidationError:
-    return ValidationError(field, f"{field}: {message}")
-
-
-def validate_record(raw: object, where: str, bucket: str | None) -> dict[str, Any]:
-    if not isinstance(raw, Mapping):
-        raise _fail(where, "must be an object")
-    out: dict[str, Any] = {}
-    for name, types in _RECORD_FIELDS.items():
-        if name not in raw:
-            raise _fail(f"{where}.{name}", "is missing")
-        value = raw[name]
-        if isinstance(value, bool) or not isinstance(value, types):
-            raise _fail(f"{where}.{name}", f"has the wrong type ({type(value).__name__})")
-        out[name] = value
-    for name, allowed in _ENUMS.items():
-        if out[name] not in allowed:
-            raise _fail(f"{where}.{name}", f"must be one of {', '.join(allowed)}")
-    for name in ("id", "preference_type", "pattern"):
-        if not out[name]:
-            raise _fail(f"{where}.{name}", "must be a non-empty string")
-    s = out["signal_strength"]
-    if not 0 <= s <= 1:
-        raise _fail(f"{where}.signal_strength", "must be within [0, 1]")
-    for name in ("sources", "explicit_tags"):
-        if not all(isinstance(x, str) for x in out[name]):
-            raise _fail(f"{where}.{name}", "must be a list of strings")
-    for name in ("accept_count", "reject_count", "reversal_signals"):
-        if out[name] < 0:
-            raise _fail(f"{where}.{name}", "must be >= 0")
-    expected_scope = "global" if bucket is None else f"project:{bucket}"
-    if out["scope"] != expected_scope:
-        raise _fail(f"{where}.scope", f"must be {expected_scope!r} for this list")
-    return out
 
 
 def parse_prototype(data: bytes, recorded_at: str) -> PrototypeFile:

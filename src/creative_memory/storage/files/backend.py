@@ -36,7 +36,8 @@ from creative_memory.engine.events import (
     decode_event,
     decode_event_lines,
     encode_event,
-    with_chain,
+    rechain,
+    sequenced,
 )
 from creative_memory.engine.settings import UserSettings
 from creative_memory.storage.base import Appended, LogSnapshot
@@ -369,16 +370,9 @@ class FileStorage:
                 else:  # first append of this object, or another writer changed the log
                     last_seq, prev_h, generation = self._prepare_tail(fd, path)
                     start = os.fstat(fd).st_size
-                out: list[Event] = []
-                chunks: list[bytes] = []
-                for ev in events:
-                    last_seq += 1
-                    stamped = with_chain(prev_h, msgspec.structs.replace(ev, seq=last_seq))
-                    prev_h = stamped.h
-                    out.append(stamped)
-                    chunks.append(encode_event(stamped))
-                    chunks.append(b"\n")
-                data = b"".join(chunks)
+                out = sequenced(events, last_seq, prev_h)
+                last_seq, prev_h = out[-1].seq, out[-1].h
+                data = b"".join([encode_event(ev) + b"\n" for ev in out])
                 payload = memoryview(data)
                 while payload:  # on failure the tail state stays dropped: re-read next time
                     n = os.write(fd, payload)
@@ -469,18 +463,16 @@ class FileStorage:
             events = self._decode_lines(data[header_end:last_nl], path, 2)
             max_seq = max([old_header.seq_floor, *(e.seq for e in events)])
             changed = 0
-            lines: list[bytes] = []
-            prev_h = CHAIN_GENESIS
+            survivors: list[Event] = []
             for ev in events:
                 new = keep(ev)
                 if new is not ev:
                     changed += 1
                 if new is not None:
-                    linked = with_chain(prev_h, new)
-                    prev_h = linked.h
-                    lines.append(encode_event(linked))
+                    survivors.append(new)
             if not changed:
                 return 0
+            lines = [encode_event(ev) for ev in rechain(survivors)]
             header = LogHeader(generation=secrets.token_hex(8), seq_floor=max_seq)
             atomic_write(path, b"\n".join([_encoder.encode(header), *lines]) + b"\n")
             self._purge_derived(user_id)  # still under the lock: derived data may hold
@@ -501,12 +493,7 @@ class FileStorage:
                 last_nl = data.rfind(b"\n")
                 old = self._decode_lines(data[header_end:last_nl], path, 2)
                 floor = max([old_header.seq_floor, *(e.seq for e in old)])
-            lines: list[bytes] = []
-            prev_h = CHAIN_GENESIS
-            for ev in events:
-                linked = with_chain(prev_h, ev)
-                prev_h = linked.h
-                lines.append(encode_event(linked))
+            lines = [encode_event(ev) for ev in rechain(events)]
             floor = max([floor, *(e.seq for e in events)])
             header = LogHeader(generation=secrets.token_hex(8), seq_floor=floor)
             atomic_write(path, b"\n".join([_encoder.encode(header), *lines]) + b"\n")

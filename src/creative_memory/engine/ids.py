@@ -1,0 +1,80 @@
+"""Safe identifiers: the one rule for user ids and project ids (docs/engine.md, "Identifiers").
+
+A user id names a directory and a project id names a bucket of records, so both are
+restricted to ``[A-Za-z0-9_-]+``; a project id may also not be one of the names that would
+corrupt a JavaScript object used as a map (``__proto__``, ``constructor``, ``prototype``).
+Every surface checks ids through this module (the JSON schemas use :data:`SAFE_ID_PATTERN`
+and :data:`RESERVED_IDS`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final, TypeGuard
+
+from creative_memory.engine.errors import ValidationError
+
+#: The characters a safe id may hold, as a regular-expression character class body.
+SAFE_ID_CHARS: Final = "A-Za-z0-9_-"
+#: A safe id as an anchored pattern (for JSON schemas).
+SAFE_ID_PATTERN: Final = f"^[{SAFE_ID_CHARS}]+$"
+#: Project ids that are refused even though their characters are safe.
+RESERVED_IDS: Final = ("__proto__", "constructor", "prototype")
+
+_SAFE_ID: Final = re.compile(f"[{SAFE_ID_CHARS}]+")
+_UNSAFE_CHAR: Final = re.compile(f"[^{SAFE_ID_CHARS}]")
+
+
+def show(value: object) -> str:
+    """``value`` as error messages quote it: a string in double quotes, else its repr."""
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return repr(value)
+
+
+def is_safe_id(value: object) -> TypeGuard[str]:
+    """Whether ``value`` is a non-empty string of ``[A-Za-z0-9_-]`` only."""
+    return isinstance(value, str) and _SAFE_ID.fullmatch(value) is not None
+
+
+def safe_name(name: str) -> str:
+    """``name`` with every character outside ``[A-Za-z0-9_-]`` replaced by ``_``."""
+    return _UNSAFE_CHAR.sub("_", name)
+
+
+def validate_user_id(user_id: object) -> str:
+    """``user_id`` if it is a safe basename, else a :class:`ValidationError` (``user_id``)."""
+    if not is_safe_id(user_id):
+        raise ValidationError(
+            "user_id",
+            f"user_id {show(user_id)} is not a safe basename. "
+            "Only alphanumeric characters, hyphens, and underscores are allowed.",
+        )
+    return user_id
+
+
+def validate_project_id(project_id: object) -> str:
+    """``project_id`` if it is a safe, unreserved key, else a :class:`ValidationError`."""
+    if isinstance(project_id, str) and project_id in RESERVED_IDS:
+        raise ValidationError(
+            "project_id",
+            f"project_id {show(project_id)} is not a safe key — it would corrupt object "
+            "semantics. Use a normal identifier.",
+        )
+    if not is_safe_id(project_id):
+        raise ValidationError(
+            "project_id",
+            f"project_id {show(project_id)} is not a safe key. "
+            "Only alphanumeric characters, hyphens, and underscores are allowed.",
+        )
+    return project_id
+
+
+def scope_of(bucket: str | None) -> str:
+    """The record ``scope`` of a bucket: ``"global"`` for ``None``, else ``"project:<id>"``."""
+    return "global" if bucket is None else "project:" + bucket
+
+
+def bucket_of_scope(scope: str) -> str | None:
+    """Inverse of :func:`scope_of`: ``None`` for ``"global"``, else the project id."""
+    return None if scope == "global" else scope[len("project:") :]
