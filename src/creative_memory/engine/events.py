@@ -283,3 +283,27 @@ def validate_stored_event(ev: Event, where: str = "event") -> None:
         if ev.bucket is not None:
             validate_project_id(ev.bucket)
         validate_record(ev.record, f"{where}.record", ev.bucket)
+
+
+def build_refinement_event(refinement: Mapping[str, Any], recorded_at: str) -> RefinementEvent:
+    """A validated ``refinement`` event from ``artifact_id``, ``project_id`` and ``diff``
+    (any JSON value; ``None`` = ``{}``), stamped ``recorded_at``."""
+    artifact_id = refinement.get("artifact_id")
+    project_id = refinement.get("project_id")
+    for name, value in (("artifact_id", artifact_id), ("project_id", project_id)):
+        if value is not None and not isinstance(value, str):
+            raise ValidationError(name, f"{name} must be a string or null")
+    diff = refinement.get("diff")
+    if diff is None:
+        diff = {}
+    try:
+        msgspec.json.encode(diff)
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise ValidationError("diff", f"diff must be JSON-serialisable ({exc})") from exc
+    return RefinementEvent(
+        at=recorded_at,
+        recorded_at=recorded_at,
+        artifact_id=artifact_id,
+        project_id=project_id,
+        diff=diff,
+    )
