@@ -235,15 +235,12 @@ class MemoryService:
             raise ValidationError(
                 "confirm", "a reset erases memory for real: confirm it (confirm=true, --confirm)"
             )
-        self.store.list_preferences(user_id, scope=scope)  # validates user_id and scope
-        before = len(self.store.events(user_id))
-        self.store.reset_memory(user_id, scope)
-        after = len(self.store.events(user_id))
+        erased = self.store._reset(user_id, scope)
         return ResetResult(
             user_id=user_id,
             scope=scope,
-            events_removed=max(before - after, 0),
-            events_remaining=after,
+            events_removed=erased,
+            events_remaining=len(self.store.events(user_id)),
             settings=self.settings(user_id),
         )
 

@@ -299,15 +299,21 @@ class MemoryStore:
 
     def reset_memory(self, user_id: str, scope: str = "all") -> None:
         """Erase raw events in ``scope`` for real; a full reset also re-enables memory."""
+        self._reset(user_id, scope)
+
+    def _reset(self, user_id: str, scope: str) -> int:
+        """:meth:`reset_memory`, returning how many events were erased (the app layer's
+        service reports it)."""
         validate_user_id(user_id)
         project = parse_scope(scope)
+        erased = 0
         if scope == "all":
-            self._rewrite(user_id, lambda ev: None)
+            erased = self._rewrite(user_id, lambda ev: None)
             self._storage.write_settings(user_id, UserSettings())
         elif scope == "global":
-            self._erase(user_id, lambda ev: None if in_bucket(ev, None) else ev)
+            erased = self._erase(user_id, lambda ev: None if in_bucket(ev, None) else ev)
         elif project is not None:
-            self._erase(user_id, lambda ev: None if in_bucket(ev, project) else ev)
+            erased = self._erase(user_id, lambda ev: None if in_bucket(ev, project) else ev)
             with self._locked(user_id):
                 state, _ = self._refresh(user_id)
                 missing = state.project_records(project) is None
@@ -320,6 +326,7 @@ class MemoryStore:
                 )
         if not self._storage.user_exists(user_id):
             self._storage.write_settings(user_id, self._settings(user_id))
+        return erased
 
     def log_refinement(
         self,
