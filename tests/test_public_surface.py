@@ -4,7 +4,11 @@ docs/architecture.md): make it on purpose, in this list too."""
 
 from __future__ import annotations
 
+import difflib
 import inspect
+import sys
+from pathlib import Path
+from typing import Any
 
 import creative_memory as cm
 from creative_memory import MemoryStore, adapter
@@ -50,3 +54,62 @@ def test_hosts_can_append_without_records() -> None:
         param = inspect.signature(handler).parameters.get("records")
         assert param is not None and param.kind is inspect.Parameter.KEYWORD_ONLY, name
         assert param.default is True, name
+
+
+# -- signatures, against the checked-in list -------------------------------------------------
+SURFACE_FILE = Path(__file__).parent / "fixtures" / "public_api.txt"
+
+
+def _describe(name: str, obj: Any) -> list[str]:
+    if inspect.isclass(obj):
+        try:
+            sig = str(inspect.signature(obj))
+        except ValueError:  # an exception type with the builtin constructor
+            sig = f"({', '.join(b.__name__ for b in obj.__bases__)})"
+        lines = [f"class {name}{sig}"]
+        if obj is MemoryStore:
+            for meth in sorted(STORE_METHODS):
+                member = inspect.getattr_static(obj, meth)
+                if isinstance(member, property):
+                    lines.append(f"  property {meth}")
+                else:
+                    lines.append(f"  def {meth}{inspect.signature(getattr(obj, meth))}")
+        return lines
+    if inspect.ismodule(obj):
+        lines = [f"module {name}"]
+        for attr in sorted(getattr(obj, "__all__", None) or vars(obj)):
+            value = getattr(obj, attr)
+            if attr.startswith("_") or getattr(value, "__module__", None) != obj.__name__:
+                continue
+            if inspect.isfunction(value):
+                lines.append(f"  def {attr}{inspect.signature(value)}")
+        return lines
+    if callable(obj):
+        return [f"def {name}{inspect.signature(obj)}"]
+    return [f"{name} = {obj!r}"]
+
+
+def surface() -> str:
+    """Every public name of ``creative_memory`` with its signature (constants with their
+    value), and every ``MemoryStore`` method's signature: one line each."""
+    lines: list[str] = []
+    for name in sorted(cm.__all__):
+        lines.extend(_describe(name, getattr(cm, name)))
+    return "\n".join(lines) + "\n"
+
+
+def test_the_signatures_are_the_checked_in_ones() -> None:
+    """Changing the public API is a deliberate act: regenerate the list with
+    ``python -m tests.test_public_surface --write`` and review the diff."""
+    want = SURFACE_FILE.read_text(encoding="utf-8")
+    got = surface()
+    assert got == want, "\n".join(
+        difflib.unified_diff(want.splitlines(), got.splitlines(), "checked in", "now", lineterm="")
+    )
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--write"]:
+        SURFACE_FILE.write_text(surface(), encoding="utf-8")
+    else:
+        sys.stdout.write(surface())
