@@ -1,0 +1,188 @@
+"""``ingest``: host events from a file or stdin through the capture layer (docs/cli.md)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+import msgspec
+
+from creative_memory.cli.context import State, command
+from creative_memory.cli.errors import one_line
+from creative_memory.cli.render import PROGRESS_MIN_EVENTS, emit_json, note, plural, progress
+
+if TYPE_CHECKING:
+    from creative_memory.app.service import IngestInput, IngestItem, IngestResult
+
+#: Events handed to the service per call (the progress bar advances per chunk).
+CHUNK = 25
+
+
+def parse_events(data: bytes) -> list[IngestInput]:
+    """One JSON object, a JSON array of objects, or JSON lines (blank lines skipped), each
+    with its location; a line that does not parse carries the reason instead."""
+    from creative_memory.app.service import IngestInput
+
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and text.strip():
+        try:
+            whole = json.loads(text)
+        except ValueError:
+            pass
+        else:
+            if isinstance(whole, list):
+                return [IngestInput(where=f"item {i}", value=v) for i, v in enumerate(whole, 1)]
+            single = "line 1" if text.strip().count("\n") == 0 else "event"
+            return [IngestInput(where=single, value=whole)]
+    out: list[IngestInput] = []
+    for n, raw in enumerate(data.split(b"\n"), 1):
+        if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]
+        if not raw.strip():
+            continue
+        where = f"line {n}"
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            out.append(IngestInput(where=where, error="not valid UTF-8"))
+            continue
+        try:
+            out.append(IngestInput(where=where, value=json.loads(line)))
+        except json.JSONDecodeError as exc:
+            reason = f"not valid JSON ({exc.msg} at column {exc.colno})"
+            out.append(IngestInput(where=where, error=reason))
+        except ValueError as exc:  # e.g. a number too large to convert
+            out.append(IngestInput(where=where, error=f"not valid JSON ({one_line(exc)})"))
+    return out
+
+
+def _merge(parts: list[IngestResult]) -> IngestResult:
+    """The reports of consecutive calls (chunks of one input) as one report."""
+    first, last = parts[0], parts[-1]
+    redactions: dict[str, int] = {}
+    for p in parts:
+        for k, v in p.redactions.items():
+            redactions[k] = redactions.get(k, 0) + v
+    totals = {
+        name: sum(getattr(p, name) for p in parts)
+        for name in ("events", "accepted", "coalesced", "rejected", "flushed", "failed", "inferred")
+    }
+    return msgspec.structs.replace(
+        first,
+        **totals,
+        learning=last.learning,
+        redactions=dict(sorted(redactions.items())),
+        results=[r for p in parts for r in p.results],
+    )
+
+
+@command(
+    epilog="""\b
+Examples:
+  creative-memory ingest events.jsonl
+  host-tool --emit-events | creative-memory ingest -
+  creative-memory ingest batch.json --json | jq '.results[] | select(.status=="rejected")'
+Wire format (one per line): {"event": "thumbs_rated", "user_id": "alice",
+  "artifact_id": "a1", "session_id": "s1", "project_id": null,
+  "timestamp": "2026-03-01T10:00:00Z", "rating": "down",
+  "artifact_meta": {"signals": [{"preference_type": "color", "pattern": "neon_palette"}]}}
+""",
+)
+@click.argument(
+    "source", metavar="[FILE|-]", default="-", type=click.Path(exists=True, allow_dash=True)
+)
+def ingest(state: State, source: str) -> None:
+    """Feed host events (wire format: the adapter event plus "event" naming the handler)
+    through the capture layer: coalescing, debouncing, redaction.
+
+    Input: one JSON object, a JSON array, or JSON lines. Each event's own timestamp is its
+    capture time (edit-saves of an artifact within 30 s coalesce; repeated thumbs within
+    2 s count once); pending edit-saves are delivered at the end. A bad line never stops
+    the rest. Events for another user are rejected (the CLI acts for one user). Exit 1 if
+    any event was rejected, after processing all of them."""
+    from creative_memory.capture.layer import CaptureLayer
+
+    user = state.user
+    service = state.service
+    if source == "-":
+        if sys.stdin.isatty():
+            note("Reading events from the terminal; end with Ctrl-D.")
+        data = sys.stdin.buffer.read()
+        label = "stdin"
+    else:
+        path = Path(source)
+        if path.is_dir():
+            raise click.BadParameter(f"{source} is a directory", param_hint="FILE")
+        data = path.read_bytes()
+        label = source
+    items = parse_events(data)
+    layer = CaptureLayer(service.store)
+    show = len(items) >= PROGRESS_MIN_EVENTS
+    parts: list[IngestResult] = []
+    with progress(f"Ingesting {len(items)} events", len(items) if show else None) as advance:
+        for at in range(0, len(items), CHUNK):
+            chunk = items[at : at + CHUNK]
+            parts.append(service.ingest(user, chunk, layer))
+            advance(len(chunk))
+        parts.append(service.ingest(user, [], layer, close=True))  # pending edit-saves
+    result = _merge(parts)
+    _report(state, result, label)
+
+
+def _report(state: State, result: IngestResult, label: str) -> None:
+    rows = result.results
+    problems = [r for r in rows if r.status in ("rejected", "failed")]
+    if state.json:
+        doc = msgspec.to_builtins(result)
+        emit_json(
+            {
+                "user_id": doc["user_id"],
+                "source": label,
+                **{k: v for k, v in doc.items() if k != "user_id"},
+            }
+        )
+    else:
+        summary = (
+            f"accepted {result.accepted}, coalesced {result.coalesced}, rejected {result.rejected}"
+        )
+        if result.failed:
+            summary += f", failed {result.failed}"
+        click.echo(
+            f"Ingested {plural(result.events, 'event')} from {label} for {result.user_id}: "
+            f"{summary}"
+        )
+        for r in rows:
+            if r.status in ("rejected", "coalesced", "failed", "inferred"):
+                where = r.where or (f"artifact {r.artifact_id}" if r.artifact_id else "pending")
+                kind = f" ({r.event})" if r.event != "?" else ""
+                click.echo(f"  {where}: {r.status}{kind}: {r.reason}")
+        if result.flushed:
+            click.echo(f"  {plural(result.flushed, 'coalesced edit-save')} delivered")
+        if not result.learning:
+            enabled = state.service.settings(result.user_id).memory_enabled
+            why = "paused" if enabled else "disabled"
+            click.echo(
+                f"Note: memory is {why} for {result.user_id}; accepted events were not learned."
+            )
+    if problems:
+        noun = "event" if len(problems) == 1 else "events"
+        raise click.ClickException(f"{len(problems)} {noun} not stored ({_locations(problems)})")
+
+
+def _locations(rows: list[IngestItem]) -> str:
+    """``lines 2, 3, 7`` / ``items 1, 4`` / a mixed list of locations."""
+    wheres = [r.where or f"artifact {r.artifact_id}" for r in rows]
+    for unit in ("line", "item"):
+        if all(w.startswith(f"{unit} ") for w in wheres):
+            numbers = ", ".join(w.split(" ", 1)[1] for w in wheres)
+            return f"{unit}{'s' if len(wheres) != 1 else ''} {numbers}"
+    return ", ".join(wheres)
+
+
+COMMANDS = (ingest,)

@@ -1,0 +1,245 @@
+"""``inspect`` and ``explain``: what memory holds and why (docs/cli.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import click
+from rich.console import Console
+from rich.text import Text
+
+from creative_memory.cli.context import State, command, validate_project
+from creative_memory.cli.render import console as make_console
+from creative_memory.cli.render import emit_json, settings_line, table, where
+
+if TYPE_CHECKING:
+    from creative_memory.engine.explain import Explanation
+
+
+@command(
+    epilog="""\b
+Examples:
+  creative-memory inspect
+  creative-memory inspect --project landing      # retrieval as that project would get it
+  creative-memory inspect --json | jq '.preferences[] | {pattern, signal_strength}'
+JSON shape: docs/inspect.schema.json.
+"""
+)
+@click.option(
+    "--project",
+    metavar="P",
+    callback=validate_project,
+    help="Show retrieval for this project (default: global only).",
+)
+def inspect(state: State, project: str | None) -> None:
+    """Show settings, every derived record with its provenance, and the retrieval (what
+    would be injected now) with its diagnostics."""
+    doc = state.service.inspect(state.user, project)
+    if state.json:
+        emit_json(doc)
+        return
+    render_inspect(doc, make_console())
+
+
+def render_inspect(doc: Mapping[str, Any], console: Console) -> None:
+    """The human rendering of an inspect document."""
+    prefs: list[dict[str, Any]] = list(doc["preferences"])
+    n_events = doc["event_count"]
+    console.print(
+        Text.assemble(
+            (f"Memory of {doc['user_id']}", "bold"),
+            f" · derivation v{doc['derivation_version']} · "
+            f"{n_events} event{'s' if n_events != 1 else ''}",
+            f" · derived through seq {prefs[0]['last_derived_event_seq']}" if prefs else "",
+        )
+    )
+    console.print(f"Settings: {settings_line(doc['settings'])}")
+    console.print()
+    if not prefs:
+        console.print(Text("Preferences: none yet", style="bold"))
+    else:
+        console.print(Text(f"Preferences ({len(prefs)})", style="bold"))
+        _render_records(prefs, console)
+    console.print()
+    retrieval = doc["retrieval"]
+    where = f"project {doc['project_id']}" if doc.get("project_id") else "global"
+    console.print(Text(f"Retrieval ({where})", style="bold"))
+    lines = [
+        ("Prefer", retrieval["positives"]),
+        ("Avoid", retrieval["negatives"]),
+        ("Project overrides", retrieval["project_overrides"]),
+    ]
+    for label, recs in lines:
+        shown = ", ".join(f"{r['pattern']} ({r['confidence']})" for r in recs) or "-"
+        console.print(f"  {label}: {shown}", soft_wrap=True)
+    diagnostics = retrieval["diagnostics"]
+    if diagnostics:
+        console.print(Text("Diagnostics", style="bold"))
+        for d in diagnostics:
+            console.print(f"  {d.get('type')}: {d.get('trace', '')}", soft_wrap=True)
+
+
+def _render_records(prefs: list[dict[str, Any]], console: Console) -> None:
+    """Records grouped by scope: a table when it fits the width, else two lines each."""
+    from rich.cells import cell_len
+
+    headers = ("record", "kind", "strength", "conf", "status", "sources", "last seen", "events")
+    wrap_col = headers.index("sources")
+    rows: list[tuple[str, ...] | str] = []
+    scope = None
+    for r in prefs:
+        if r["scope"] != scope:
+            scope = r["scope"]
+            rows.append("global" if scope == "global" else scope.replace(":", " ", 1))
+        status = r["polarity_status"] + (" (shadow)" if r["shadow_of"] else "")
+        rows.append(
+            (
+                f"  {r['preference_type']}/{r['pattern']}",
+                "prefer" if r["polarity"] == "positive" else "avoid",
+                f"{r['signal_strength']:.2f}",
+                r["confidence"],
+                status,
+                ", ".join(r["sources"]),
+                r["last_seen"][:10],
+                str(r["source_event_count"]),
+            )
+        )
+    records = [row for row in rows if not isinstance(row, str)]
+    # sources wrap between entries, never inside one; every other column stays whole
+    longest_source = max((cell_len(x) for r in prefs for x in r["sources"]), default=0)
+    widths = [
+        max([cell_len(h), *(cell_len(row[i]) for row in records)])
+        if i != wrap_col
+        else max(cell_len(h), longest_source)
+        for i, h in enumerate(headers)
+    ]
+    if sum(widths) + 2 * len(widths) <= console.width:  # with room for rich's padding
+        grid = table(*headers)
+        grid.columns[wrap_col].min_width = widths[wrap_col]
+        for row in rows:
+            if isinstance(row, str):
+                grid.add_row(Text(row, style="bold"))
+            else:
+                grid.add_row(*row)
+        console.print(grid)
+        return
+    for row in rows:
+        if isinstance(row, str):
+            console.print(Text(row, style="bold"))
+            continue
+        record, kind, strength, conf, status, sources, seen, n = row
+        console.print(record, soft_wrap=True)
+        console.print(
+            f"      {kind} {strength} ({conf}) · {status} · {sources} · last seen {seen} · "
+            f"{n} event{'s' if n != '1' else ''}",
+            soft_wrap=True,
+        )
+
+
+@command(
+    epilog="""\b
+Examples:
+  creative-memory explain color neon_palette
+  creative-memory explain layout_density airy_spacing --project landing
+  creative-memory explain color neon_palette --json | jq '.steps[] | {seq, kind}'
+Nothing to explain (no events about the pattern there) exits 1.
+"""
+)
+@click.argument("preference_type", metavar="TYPE")
+@click.argument("pattern")
+@click.option(
+    "--project", metavar="P", callback=validate_project, help="The project's record, not global."
+)
+def explain(state: State, preference_type: str, pattern: str, project: str | None) -> None:
+    """Why is the record for TYPE PATTERN what it is? Every raw event that contributed and
+    what it did (strength before -> after, confidence, reversal, shadow, decay), ending at
+    the current record."""
+    result = state.service.explain(state.user, preference_type, pattern, project)
+    if state.json:
+        emit_json(result.to_dict())
+        return
+    render_explanation(result, preference_type, pattern, project, make_console())
+
+
+def render_explanation(
+    result: Explanation,
+    preference_type: str,
+    pattern: str,
+    project: str | None,
+    console: Console,
+) -> None:
+    """The human rendering of an explanation: the steps table, then the record now."""
+    console.print(
+        Text.assemble(
+            (f"Why {preference_type}/{pattern} ({where(project)})", "bold"),
+            f" · derivation v{result.derivation_version}",
+        )
+    )
+    grid = table("seq", "time (UTC)", "event", "record", "what it did", "strength", "conf")
+    for step in result.steps:
+        event = step.kind.replace("_", " ")
+        if step.signal_type:
+            sign = "+" if step.polarity == "positive" else "-"
+            event = f"{step.signal_type} {sign}"
+        for i, eff in enumerate(step.effects or [None]):
+            if eff is None:
+                grid.add_row(str(step.seq), _short_ts(step.at), event, "", "no change", "", "")
+                continue
+            before = "new" if eff.strength_before is None else f"{eff.strength_before:.2f}"
+            conf = (
+                eff.confidence_after
+                if eff.confidence_before in (None, eff.confidence_after)
+                else f"{eff.confidence_before} -> {eff.confidence_after}"
+            )
+            grid.add_row(
+                str(step.seq) if i == 0 else "",
+                _short_ts(step.at) if i == 0 else "",
+                event if i == 0 else "",
+                "prefer" if eff.polarity == "positive" else "avoid",
+                ", ".join(eff.actions),
+                f"{before} -> {eff.strength_after:.2f}",
+                conf,
+            )
+    console.print(grid)
+    if result.records:
+        console.print("Now:")
+        for rec in result.records:
+            shadow = f" (shadow of {rec.shadow_of})" if rec.shadow_of else ""
+            kind = "prefer" if rec.polarity == "positive" else "avoid"
+            n = rec.source_event_count
+            console.print(
+                f"  {kind} {rec.signal_strength:.2f} ({rec.confidence}) · "
+                f"{rec.polarity_status}{shadow} · from {n} event{'s' if n != 1 else ''}, "
+                f"derived through seq {rec.last_derived_event_seq}",
+                soft_wrap=True,
+            )
+        for ev in result.evidence or []:
+            _print_evidence(console, ev)
+    else:
+        console.print("Now: no record (forgotten or never created)")
+
+
+def _print_evidence(console: Console, ev: Mapping[str, Any]) -> None:
+    """What a fitted estimate (derivation version 2) rests on, in a few lines."""
+    level = ev["type_level"]
+    console.print(
+        f"Estimate {ev['estimate']:+.3f} ± {ev['sd']:.3f} (lower bound {ev['lower_bound']:+.3f})"
+        + ("" if level is None else f" · type level {level:+.3f}")
+        + f" · slab probability {ev['slab_probability']:.2f}"
+        + (" · provisional (unary evidence only)" if ev["provisional"] else ""),
+        soft_wrap=True,
+    )
+    for kind, k in ev["kinds"].items():
+        console.print(
+            f"  {kind}: {k['for']} for, {k['against']} against · weight {k['weight']} · "
+            f"contribution {k['contribution']:+.3f}",
+            soft_wrap=True,
+        )
+
+
+def _short_ts(ts: str) -> str:
+    return ts[:16].replace("T", " ")
+
+
+COMMANDS = (inspect, explain)

@@ -1,0 +1,113 @@
+"""``prompt`` and ``decay``: the block a generation gets now, and one decay pass
+(docs/cli.md, docs/prompt-composition.md)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from creative_memory.cli.context import DATE_HELP, State, command, parse_date, validate_project
+from creative_memory.cli.render import emit_json, note, write_utf8
+from creative_memory.engine.errors import ValidationError
+from creative_memory.engine.timeutil import format_ts
+
+
+def read_host_prompt(path: str) -> str:
+    """The host prompt in ``path`` (``-``: stdin) exactly as it is: UTF-8, no newline
+    translation."""
+    stdin = path == "-"
+    if stdin and sys.stdin.isatty():
+        note("Reading the host prompt from the terminal; end with Ctrl-D.")
+    data = sys.stdin.buffer.read() if stdin else Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = "stdin" if stdin else path
+        raise ValidationError(
+            "host_prompt", f"{where} is not UTF-8 text ({exc.reason})"
+        ) from None
+
+
+@command(
+    epilog="""\b
+Examples:
+  creative-memory prompt                       # the generation block
+  creative-memory prompt --project landing
+  creative-memory prompt --critique            # the evaluative variant
+  creative-memory prompt --legacy              # the prototype's [MEMORY CONTEXT] block
+  creative-memory prompt --host-prompt system.md > composed.md
+  compose-host | creative-memory prompt --critique --host-prompt -
+Prints nothing (and a note on stderr) when nothing is injectable; with --host-prompt it
+prints the host prompt unchanged then.
+"""
+)
+@click.option("--project", metavar="P", callback=validate_project, help="Retrieve for P.")
+@click.option("--critique", is_flag=True, help="The critique block.")
+@click.option("--legacy", is_flag=True, help="The prototype's [MEMORY CONTEXT] block.")
+@click.option(
+    "--host-prompt",
+    "host_prompt",
+    metavar="FILE",
+    type=click.Path(exists=True, dir_okay=False, allow_dash=True),
+    help="Insert the block into the host's composed system prompt in FILE ('-': stdin) "
+    "and print the whole prompt (docs/prompt-composition.md).",
+)
+def prompt(
+    state: State, project: str | None, critique: bool, legacy: bool, host_prompt: str | None
+) -> None:
+    """Print the memory block a generation (or critique) would get now."""
+    if critique and legacy:
+        raise click.UsageError("--critique and --legacy are mutually exclusive")
+    variant = "critique" if critique else "legacy" if legacy else "generation"
+    service = state.service
+    if host_prompt is None:
+        result = service.prompt(state.user, project, variant)
+    else:
+        result = service.compose(state.user, read_host_prompt(host_prompt), project, variant)
+    if state.json:
+        doc: dict[str, Any] = {
+            "user_id": state.user,
+            "project_id": result.project_id,
+            "variant": result.variant,
+            "block": result.block,
+            "diagnostics_feed": result.diagnostics_feed,
+        }
+        if result.prompt is not None:
+            doc["prompt"] = result.prompt
+        emit_json(doc)
+        return
+    if result.prompt is not None:
+        write_utf8(result.prompt)
+    elif result.block:
+        write_utf8(result.block + "\n")
+    if not result.block:
+        what = "the host prompt is unchanged" if result.prompt is not None else "no memory block"
+        note(f"({what}: nothing is injectable right now)")
+    if result.diagnostics_feed:
+        note(result.diagnostics_feed)
+
+
+@command(
+    epilog="""\b
+Examples:
+  creative-memory decay                          # at the current time
+  creative-memory decay --now 2026-09-01         # as of a given time
+A pass that changes nothing stores nothing.
+"""
+)
+@click.option("--now", metavar="DATE", callback=parse_date, help=f"Run as of {DATE_HELP}.")
+def decay(state: State, now: str | None) -> None:
+    """Run one decay pass (stale records weaken, very stale ones are archived)."""
+    service = state.service
+    at = now or format_ts(service.store.now_ms())
+    result = service.decay(state.user, at)
+    if state.json:
+        emit_json({"user_id": state.user, "now": at, **result.to_dict()})
+        return
+    click.echo(f"Decay pass at {at}: {result.decayed} decayed, {result.archived} archived.")
+
+
+COMMANDS = (prompt, decay)

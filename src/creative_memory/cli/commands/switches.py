@@ -1,0 +1,178 @@
+"""``whoami`` and the switches: enable, disable, pause, resume, project-disable/enable,
+``config diagnostics-feed`` (docs/cli.md)."""
+
+from __future__ import annotations
+
+import click
+
+from creative_memory.cli.context import DATE_HELP, State, command, parse_date, validate_project
+from creative_memory.cli.errors import Group
+from creative_memory.cli.render import emit_json, report_settings
+
+
+@command(
+    epilog="""\b
+Examples:
+  creative-memory whoami
+  creative-memory --user alice --data-dir /srv/memory whoami
+  creative-memory whoami --json
+"""
+)
+def whoami(state: State) -> None:
+    """Show the user the CLI acts for and the storage root, with where each came from."""
+    user = state.resolved_user
+    root = state.root
+    from creative_memory.engine.constants import DERIVATION_VERSION
+
+    version = state.derivation_version or DERIVATION_VERSION
+    if state.json:
+        emit_json(
+            {
+                "user_id": user.user_id,
+                "user_source": user.source,
+                "data_dir": str(root.path),
+                "data_dir_source": root.source,
+                "data_dir_exists": root.path.is_dir(),
+                "derivation_version": version,
+            }
+        )
+        return
+    click.echo(f"user      {user.user_id}  ({user.source})")
+    click.echo(f"data dir  {root.path}  ({root.source})")
+
+
+@command(
+    epilog="""\b
+Examples:
+  creative-memory enable
+  creative-memory --user alice enable --json
+"""
+)
+def enable(state: State) -> None:
+    """Turn memory on (learning and injection)."""
+    view = state.service.set_enabled(state.user, True)
+    report_settings(state, view, f"Memory enabled for {state.user}.")
+
+
+@command(
+    epilog="""\b
+Examples:
+  creative-memory disable          # nothing learned, nothing injected, nothing deleted
+  creative-memory enable           # back on, everything still there
+"""
+)
+def disable(state: State) -> None:
+    """Turn memory off: nothing is learned or injected; nothing is deleted."""
+    view = state.service.set_enabled(state.user, False)
+    report_settings(
+        state,
+        view,
+        f"Memory disabled for {state.user}: nothing learned or injected, nothing deleted.",
+    )
+
+
+@command(
+    epilog="""\b
+Examples:
+  creative-memory pause                          # until `creative-memory resume`
+  creative-memory pause --until 2026-03-15       # expires by itself (midnight UTC)
+  creative-memory pause --until 2026-03-15T18:00:00+01:00
+A date in the past is refused (exit 2).
+"""
+)
+@click.option(
+    "--until", metavar="DATE", callback=parse_date, help=f"Resume by itself at {DATE_HELP}."
+)
+def pause(state: State, until: str | None) -> None:
+    """Pause learning (events are dropped, not stored); injection continues."""
+    view = state.service.pause(state.user, until)
+    span = f"until {until}" if until else "until you run `creative-memory resume`"
+    report_settings(state, view, f"Learning paused for {state.user} {span}; injection continues.")
+
+
+@command(
+    epilog="""\b
+Examples:
+  creative-memory resume
+"""
+)
+def resume(state: State) -> None:
+    """Resume learning after a pause."""
+    view = state.service.resume(state.user)
+    report_settings(state, view, f"Learning resumed for {state.user}.")
+
+
+@command(
+    "project-disable",
+    epilog="""\b
+Examples:
+  creative-memory project-disable client-acme    # only client-acme's own records apply there
+  creative-memory project-enable client-acme
+""",
+)
+@click.argument("project", callback=validate_project)
+def project_disable(state: State, project: str) -> None:
+    """Make retrieval for PROJECT ignore global memory (its own records still apply).
+
+    PROJECT does not need any memory yet: a host project can opt out before its first
+    generation."""
+    toggle = state.service.set_project_ignores_global(state.user, project, True)
+    report_settings(
+        state, toggle.settings, f"Project {project} now ignores {state.user}'s global memory."
+    )
+
+
+@command(
+    "project-enable",
+    epilog="""\b
+Examples:
+  creative-memory project-enable client-acme
+""",
+)
+@click.argument("project", callback=validate_project)
+def project_enable(state: State, project: str) -> None:
+    """Let retrieval for PROJECT use global memory again (undoes project-disable)."""
+    toggle = state.service.set_project_ignores_global(state.user, project, False)
+    if toggle.changed:
+        message = f"Project {project} uses {state.user}'s global memory again."
+    else:
+        message = f"Project {project} was not disabled; nothing changed."
+    report_settings(state, toggle.settings, message)
+
+
+@click.group(
+    cls=Group,
+    epilog="""\b
+Examples:
+  creative-memory config diagnostics-feed on
+  creative-memory config diagnostics-feed        # show the current value
+""",
+)
+def config() -> None:
+    """Per-user settings."""
+
+
+@command(
+    "diagnostics-feed",
+    epilog="""\b
+Examples:
+  creative-memory config diagnostics-feed on     # one summary line per retrieval in chat
+  creative-memory config diagnostics-feed off    # the default
+  creative-memory config diagnostics-feed        # show the current value
+""",
+)
+@click.argument("value", required=False, type=click.Choice(["on", "off"]))
+def diagnostics_feed(state: State, value: str | None) -> None:
+    """Switch the one-line diagnostics summary for chat on or off (off by default)."""
+    if value is None:
+        view = state.service.settings(state.user)
+    else:
+        view = state.service.set_diagnostics_feed(state.user, value == "on")
+    current = "on" if view.diagnostics_feed else "off"
+    verb = "is" if value is None else "is now"
+    report_settings(state, view, f"Diagnostics feed {verb} {current} for {state.user}.")
+
+
+config.add_command(diagnostics_feed)
+
+COMMANDS = (whoami, enable, disable, pause, resume, project_disable, project_enable, config)
