@@ -1,6 +1,7 @@
 """creative-memory: a local, deterministic preference memory for generative design tools.
 
-The public API (api.md) is re-exported here and nowhere else.
+The public API (README.md, docs/architecture.md) is re-exported here and nowhere else; its
+names and signatures are pinned by tests/test_public_surface.py.
 """
 
 from __future__ import annotations

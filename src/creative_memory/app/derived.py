@@ -179,6 +179,7 @@ class DerivedStates:
         later: list[tuple[int, Preference]],
         touched: dict[int, Preference | Refinement | None],
     ) -> None:
+        """Report the records a batch left for the end (versions that report after a batch)."""
         for seq, rec in later:
             touched[seq] = memo.state.report(rec)
 
@@ -205,6 +206,7 @@ class DerivedStates:
         memo.unwritten = 0
 
     def user_lock(self, user_id: str) -> threading.RLock:
+        """The lock that serialises one user's appends and reads in this process."""
         with self.memo_lock:
             lock = self.user_locks.get(user_id)
             if lock is None:

@@ -1,4 +1,5 @@
-"""Where the CLI (and the daemon) keep memory, and whom they act for (design.md §2).
+"""Where the CLI (and the daemon) keep memory, and whom they act for (docs/cli.md, "Where
+memory lives and whom it is for").
 
 The engine never reads the environment; hosts resolve the storage root and the user here
 and pass them in explicitly. Storage root, first match wins:
@@ -44,12 +45,14 @@ class PathConfigError(ValueError):
 
 @dataclass(frozen=True)
 class ResolvedRoot:
+    """The storage root and where it came from (flag, environment, default)."""
     path: Path
     source: str  # one of ROOT_SOURCES
 
 
 @dataclass(frozen=True)
 class ResolvedUser:
+    """The acting user id and where it came from (flag, environment, login name)."""
     user_id: str
     source: str  # "--user", "CREATIVE_MEMORY_USER" or "login name"
 
@@ -107,8 +110,9 @@ def resolve_root(
     home: str | None = None,
     cwd: str | os.PathLike[str] | None = None,
 ) -> ResolvedRoot:
-    """The storage root and where it came from (design.md §2). Pure apart from reading the
-    current directory for a relative ``--data-dir``; checks nothing on disk."""
+    """The storage root and where it came from (docs/cli.md, "Where memory lives and whom
+    it is for"). Pure apart from reading the current directory for a relative
+    ``--data-dir``; checks nothing on disk."""
     env = os.environ if env is None else env
     home = home if home is not None else env.get("HOME") or env.get("USERPROFILE")
     if flag is not None and str(flag) != "":

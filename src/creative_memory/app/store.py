@@ -124,6 +124,7 @@ class MemoryStore:
 
     @property
     def root(self) -> str:
+        """Where the memory lives: the file store's directory or the database URL (redacted)."""
         return self._storage.describe()
 
     # -- internals -------------------------------------------------------------------------
@@ -212,6 +213,7 @@ class MemoryStore:
     def retrieve_for_injection(
         self, user_id: str, context: Mapping[str, Any] | None = None
     ) -> RetrievalResult:
+        """The bounded, balanced set of records for one generation, with its diagnostics."""
         validate_user_id(user_id)
         if not self._storage.user_exists(user_id):
             return RetrievalResult()
@@ -262,6 +264,7 @@ class MemoryStore:
         min_strength: float = 0.0,
         status: str = "all",
     ) -> list[Preference]:
+        """The user's derived records in ``scope``, filtered, strongest first."""
         validate_user_id(user_id)
         project = parse_scope(scope)
         check_option("polarity", polarity, POLARITY_OPTIONS)
@@ -287,6 +290,7 @@ class MemoryStore:
             return [state.export_record(r) for r in out]
 
     def set_memory_enabled(self, user_id: str, enabled: bool) -> None:
+        """The soft kill switch: off means nothing is learned or injected; nothing is deleted."""
         validate_user_id(user_id)
         if not isinstance(enabled, bool):
             raise ValidationError("enabled", "enabled must be true or false")
@@ -358,6 +362,7 @@ class MemoryStore:
         return entry
 
     def refinement_log(self, user_id: str) -> list[Refinement]:
+        """The user's refinement log, oldest first."""
         validate_user_id(user_id)
         if not self._storage.user_exists(user_id):
             return []
@@ -449,12 +454,14 @@ class MemoryStore:
         )
 
     def resume(self, user_id: str) -> None:
+        """End a pause: learning starts again."""
         validate_user_id(user_id)
         self._update_settings(
             user_id, lambda s: msgspec.structs.replace(s, paused=False, paused_until=None)
         )
 
     def set_project_disabled(self, user_id: str, project_id: str, disabled: bool) -> None:
+        """Make retrieval for ``project_id`` ignore global records (or use them again)."""
         validate_user_id(user_id)
         validate_project_id(project_id)
         if not isinstance(disabled, bool):
@@ -478,10 +485,12 @@ class MemoryStore:
         )
 
     def get_settings(self, user_id: str) -> UserSettings:
+        """The user's settings (defaults for a user with none)."""
         validate_user_id(user_id)
         return self._settings(user_id)
 
     def is_paused(self, user_id: str) -> bool:
+        """Whether a pause is in force now (an expired pause is not)."""
         validate_user_id(user_id)
         return self._is_paused(self._settings(user_id))
 

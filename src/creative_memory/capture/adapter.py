@@ -1,4 +1,4 @@
-"""Adapter: host pipeline events → classified signals (engine.md §9, api.md "Adapter").
+"""Adapter: host pipeline events → classified signals (docs/engine.md, "Adapter"; docs/capture.md).
 
 Each handler validates the event in the reference's order, then hands all of its signals to
 the store in one all-or-nothing append. Handlers return the records the signals created or
@@ -51,7 +51,7 @@ class SignalSink(Protocol):
 
 
 
-# JS String.prototype.trim's whitespace set (engine.md §9).
+# JS String.prototype.trim's whitespace set (docs/engine.md, "Adapter").
 _JS_WS: Final = (
     "\t\n\x0b\x0c\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
     "\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
@@ -59,6 +59,7 @@ _JS_WS: Final = (
 
 
 def normalise_tag(tag_text: str) -> str:
+    """Tag text as ``TAG_POLARITY`` keys it: lower case, trimmed of JavaScript whitespace."""
     return tag_text.lower().strip(_JS_WS)
 
 
@@ -99,7 +100,7 @@ def _check_user_and_time(event: Event) -> None:
 
 
 def classify(meta: object, field: str = "artifact_meta") -> list[dict[str, str]]:
-    """Validate ``artifact_meta`` and return its signal entries (engine.md §9 step 4)."""
+    """Validate ``artifact_meta`` and return its signal entries (docs/engine.md, "Adapter")."""
     if meta is None:
         raise ValidationError(
             field,
@@ -171,12 +172,14 @@ def _dispatch(
 def on_generation_accepted(
     store: SignalSink, event: Event, *, records: bool = True
 ) -> list[Preference | None]:
+    """An explicit accept: a ``repeated_acceptance`` signal per classified pattern."""
     return _dispatch(store, _check_event(event), "repeated_acceptance", "positive", records=records)
 
 
 def on_artifact_edited_and_saved(
     store: SignalSink, event: Event, *, records: bool = True
 ) -> list[Preference | None]:
+    """An edit saved: ``manual_refinement`` signals plus a refinement-log entry."""
     event = _check_event(event)
     diff = event.get("diff")
     refinement = None
@@ -194,6 +197,7 @@ def on_artifact_edited_and_saved(
 def on_explicit_tag_applied(
     store: SignalSink, event: Event, *, records: bool = True
 ) -> list[Preference | None]:
+    """A tag: ``explicit_tag`` signals with the tag's polarity (``TAG_POLARITY``)."""
     event = _check_event(event)
     tag_text = event.get("tag_text")
     polarity = TAG_POLARITY.get(normalise_tag(tag_text)) if isinstance(tag_text, str) else None
@@ -209,6 +213,7 @@ def on_explicit_tag_applied(
 def on_thumbs_rated(
     store: SignalSink, event: Event, *, records: bool = True
 ) -> list[Preference | None]:
+    """A thumbs up or down: ``thumbs_up`` / ``thumbs_down`` signals."""
     event = _check_event(event)
     rating = event.get("rating")
     if rating not in ("up", "down"):
@@ -223,6 +228,7 @@ def on_thumbs_rated(
 def on_generation_abandoned(
     store: SignalSink, event: Event, *, records: bool = True
 ) -> list[Preference | None]:
+    """A discarded generation: ``abandoned_generation`` signals."""
     return _dispatch(
         store, _check_event(event), "abandoned_generation", "negative", records=records
     )
@@ -231,6 +237,7 @@ def on_generation_abandoned(
 def on_revert_after_edit(
     store: SignalSink, event: Event, *, records: bool = True
 ) -> list[Preference | None]:
+    """A revert to an earlier version: ``revert_after_edit`` signals."""
     return _dispatch(store, _check_event(event), "revert_after_edit", "positive", records=records)
 
 
@@ -294,7 +301,7 @@ class Handler(Protocol):
     ) -> Sequence[Preference | None]: ...
 
 
-#: Wire-format event names (api.md) → handlers.
+#: Wire-format event names (docs/capture.md) → handlers.
 HANDLERS: Final[Mapping[str, Handler]] = {
     "generation_accepted": on_generation_accepted,
     "artifact_edited_and_saved": on_artifact_edited_and_saved,

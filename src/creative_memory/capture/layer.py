@@ -1,6 +1,7 @@
-"""Capture policy (design.md §3): the host-side component between a host tool and the store.
+"""Capture policy (docs/capture.md): the host-side component between a host tool and the
+store.
 
-A host reports what happened in its UI as wire-format events (api.md: the handler's name
+A host reports what happened in its UI as wire-format events (docs/capture.md, "Wire format": the handler's name
 without ``on_`` in ``"event"``, plus two capture-only kinds, ``generation_started`` and
 ``tab_activated``). :class:`CaptureLayer` decides what becomes feedback, redacts it and calls
 the adapter handlers:
@@ -99,6 +100,7 @@ class CaptureResult:
     index: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
         return {
             "event": self.event,
             "status": self.status,
@@ -110,6 +112,7 @@ class CaptureResult:
 
 @dataclass
 class CaptureReport:
+    """What one capture call did: a result per event, and the redactions applied."""
     results: list[CaptureResult] = field(default_factory=list)
     redactions: Counter[str] = field(default_factory=Counter)
 
@@ -147,10 +150,12 @@ class CaptureReport:
         return self._count("inferred")
 
     def extend(self, other: CaptureReport) -> None:
+        """Add another report's results and redaction counts to this one."""
         self.results.extend(other.results)
         self.redactions.update(other.redactions)
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, with the counts."""
         return {
             "accepted": self.accepted,
             "coalesced": self.coalesced,
@@ -513,7 +518,7 @@ def _check_trigger(trigger: object, default: str, allowed: frozenset[str], kind:
 
 
 def _prevalidate(raw: Mapping[str, Any]) -> None:
-    """The adapter's checks for an event that is delivered later (engine.md §9)."""
+    """The adapter's checks for an event that is delivered later (docs/engine.md, "Adapter")."""
     user = raw.get("user_id")
     if not isinstance(user, str) or not user:
         raise _Rejected("event.user_id must be a non-empty string")

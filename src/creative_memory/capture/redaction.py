@@ -1,4 +1,5 @@
-"""Redaction before disk (design.md §3): the host-side policy applied by the capture layer.
+"""Redaction before disk (docs/capture.md, "Redaction"): the host-side policy the capture
+layer applies.
 
 Raw events can carry user text: tag text and edit diffs. Before an event is handed to the
 adapter (and so before anything is written) the capture layer passes it through a
@@ -11,9 +12,9 @@ adapter (and so before anything is written) the capture layer passes it through 
   sends along — prompts, HTML, chat transcripts, arbitrary metadata — is dropped).
 
 Tag text is special: a tag must normalise to a key of ``TAG_POLARITY`` or the adapter rejects
-it, and it is stored un-normalised (engine.md §9). A recognised tag is one of nine fixed
-phrases, so it is kept verbatim (redacting it would break the tag lookup); any other tag text
-is redacted like any free text (it is rejected by the adapter anyway, and its error message
+it, and it is stored un-normalised (docs/engine.md, "Adapter"). A recognised tag is one of
+nine fixed phrases, so it is kept verbatim (redacting it would break the tag lookup); any
+other tag text is redacted like any free text (it is rejected by the adapter anyway, and its error message
 must not echo personal data).
 
 Pure: no I/O, no clock.
@@ -45,6 +46,7 @@ class RedactionRule:
 
     @property
     def placeholder(self) -> str:
+        """The text that replaces a match, e.g. ``[email]``."""
         return f"[{self.kind}]"
 
 
