@@ -1,10 +1,10 @@
 """Capture policy (docs/capture.md): the host-side component between a host tool and the
 store.
 
-A host reports what happened in its UI as wire-format events (docs/capture.md, "Wire format": the handler's name
-without ``on_`` in ``"event"``, plus two capture-only kinds, ``generation_started`` and
-``tab_activated``). :class:`CaptureLayer` decides what becomes feedback, redacts it and calls
-the adapter handlers:
+A host reports what happened in its UI as wire-format events (docs/capture.md, "Wire
+format": the handler's name without ``on_`` in ``"event"``, plus two capture-only kinds,
+``generation_started`` and ``tab_activated``). :class:`CaptureLayer` decides what becomes
+feedback, redacts it and calls the adapter handlers:
 
 ========================  ===============================================================
 event                     capture rule (defaults; each configurable in CaptureConfig)

@@ -14,8 +14,8 @@ adapter (and so before anything is written) the capture layer passes it through 
 Tag text is special: a tag must normalise to a key of ``TAG_POLARITY`` or the adapter rejects
 it, and it is stored un-normalised (docs/engine.md, "Adapter"). A recognised tag is one of
 nine fixed phrases, so it is kept verbatim (redacting it would break the tag lookup); any
-other tag text is redacted like any free text (it is rejected by the adapter anyway, and its error message
-must not echo personal data).
+other tag text is redacted like any free text (it is rejected by the adapter anyway, and
+its error message must not echo personal data).
 
 Pure: no I/O, no clock.
 """
