@@ -38,12 +38,13 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from creative_memory import MemoryStore  # noqa: E402
 from creative_memory.engine.events import SignalEvent  # noqa: E402
-from creative_memory.http.server import DaemonFiles  # noqa: E402
+from creative_memory.http import DaemonFiles  # noqa: E402
 
 PATTERNS = [f"pattern_{i:02d}" for i in range(24)]
 TYPES = ["color", "layout", "typography", "imagery"]
 PROJECTS = [None, None, "landing", "festival"]
 TAGS = ["love this", "too noisy", "keep this style", "too crowded"]
+USER = "bench"  # the served user; every event names it (the daemon fills in no user_id)
 
 
 @dataclass
@@ -90,6 +91,7 @@ def event(client: int, i: int) -> dict[str, Any]:
     n = client * 100_003 + i
     return {
         "event": "explicit_tag_applied",
+        "user_id": USER,
         "artifact_id": f"c{client}-a{i}",
         "session_id": f"c{client}",
         "project_id": PROJECTS[n % len(PROJECTS)],

@@ -28,7 +28,7 @@ import httpx
 import pytest
 
 from creative_memory import MemoryStore
-from creative_memory.http.server import DaemonFiles
+from creative_memory.http import DaemonFiles
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ARGS = [
@@ -57,6 +57,7 @@ pytestmark = pytest.mark.skipif(_missing, reason=f"playwright or {CHROMIUM} not 
 def wire(artifact: str, pattern: str, ptype: str = "color", **over: Any) -> dict[str, Any]:
     ev: dict[str, Any] = {
         "event": "explicit_tag_applied",
+        "user_id": "default",
         "artifact_id": artifact,
         "session_id": "s1",
         "project_id": None,

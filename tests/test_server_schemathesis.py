@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 
 from creative_memory import MemoryStore
-from creative_memory.http.server import DaemonConfig, DaemonFiles, ThreadedDaemon
+from creative_memory.http import DaemonConfig, DaemonFiles, ThreadedDaemon
 
 EXAMPLES = os.environ.get("SCHEMATHESIS_EXAMPLES", "80")
 SEED = os.environ.get("SCHEMATHESIS_SEED", "20260301")
@@ -41,6 +41,7 @@ def test_api_conforms_to_its_openapi_document(tmp_path: Path) -> None:
         seed = [
             {
                 "event": "explicit_tag_applied",
+                "user_id": "default",
                 "artifact_id": f"a{i}",
                 "session_id": "s1",
                 "project_id": project,

@@ -168,7 +168,7 @@ def serve(
     page with 'creative-memory ui'. Logs are JSON lines on stderr. SIGINT/SIGTERM shut down
     gracefully and deliver pending coalesced events.
     """
-    from creative_memory.http.server import DaemonConfig, run_daemon
+    from creative_memory.http import DaemonConfig, run_daemon
 
     root = resolve_data_dir(data_dir)
     if host not in ("127.0.0.1", "localhost", "::1") and not allow_hosts:
@@ -224,7 +224,8 @@ def token(data_dir: Path | None, user: str | None, rotate: bool) -> None:
 
     Send it as 'Authorization: Bearer <token>'. In multi-user mode run it once per user.
     """
-    from creative_memory.http.server import DaemonFiles, make_private_dir
+    from creative_memory.http import DaemonFiles
+    from creative_memory.storage.files.fsutil import make_private_dir
 
     root = resolve_data_dir(data_dir)
     make_private_dir(root)
@@ -254,7 +255,7 @@ def ui(data_dir: Path | None, user: str | None, no_browser: bool) -> None:
 
     The link works once, within 5 minutes; it sets a session cookie for this browser.
     """
-    from creative_memory.http.server import login_url
+    from creative_memory.http import login_url
 
     root = resolve_data_dir(data_dir)
     url = login_url(root, resolve_user_id(user))

@@ -290,7 +290,7 @@
       act(async () => {
         const text = await file.text();
         const res = await api("POST", `/api/v1/import${q({ mode })}`, text, true);
-        state.lastImport = res.imported_events;
+        state.lastImport = res.events_added;
       }, "Import done.").then(() => {
         if (state.lastImport !== undefined) {
           show(`Imported ${state.lastImport} event(s) (${mode}).`);

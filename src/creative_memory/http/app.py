@@ -1,0 +1,102 @@
+"""The ASGI application (docs/http.md, "Layout"): the middleware stack around Starlette,
+the routes from the operation table, the one exception handler and the lifespan (the
+capture ticker; at shutdown, pending captured events are delivered)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from creative_memory.app.store import MemoryStore
+from creative_memory.http.config import IMPORT_PATH, DaemonConfig
+from creative_memory.http.jsonlog import log, log_event
+from creative_memory.http.middleware import (
+    BodyLimit,
+    ErrorBoundary,
+    HostGuard,
+    RequestLog,
+    SecurityHeaders,
+)
+from creative_memory.http.openapi import openapi_document
+from creative_memory.http.problems import HANDLED, on_error
+from creative_memory.http.routes import OPERATIONS
+from creative_memory.http.state import Daemon
+
+
+class DaemonApp:
+    """The daemon's ASGI application; :attr:`daemon` is its state."""
+
+    def __init__(self, app: ASGIApp, daemon: Daemon) -> None:
+        self.app = app
+        self.daemon = daemon
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one ASGI connection."""
+        await self.app(scope, receive, send)
+
+
+def create_app(config: DaemonConfig, *, store: MemoryStore | None = None) -> DaemonApp:
+    """The daemon's ASGI application; ``store`` overrides the store (tests fix its clock)."""
+    daemon = Daemon(config, store=store)
+    daemon.openapi = openapi_document(OPERATIONS)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        ticker = asyncio.create_task(_tick_forever(daemon))
+        log_event(
+            logging.INFO,
+            "daemon_started",
+            root=str(config.root),
+            host=config.host,
+            port=config.port,
+            multi_user=config.multi_user,
+            user=None if config.multi_user else config.user,
+            alarm_ms=config.alarm_ms,
+        )
+        try:
+            yield
+        finally:
+            ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ticker
+            await run_in_threadpool(daemon.flush_pending)
+            daemon.files.remove_server_info(os.getpid())
+            log_event(logging.INFO, "daemon_stopped")
+
+    routes = [
+        Route(op.route_path or op.path, op.endpoint, methods=[op.method]) for op in OPERATIONS
+    ]
+    starlette = Starlette(
+        routes=routes, exception_handlers=dict.fromkeys(HANDLED, on_error), lifespan=lifespan
+    )
+    starlette.state.daemon = daemon
+    limited = BodyLimit(starlette, config.max_body_bytes, {IMPORT_PATH: config.max_import_bytes})
+    stack = ErrorBoundary(RequestLog(SecurityHeaders(HostGuard(limited, daemon.hosts))))
+    return DaemonApp(stack, daemon)
+
+
+async def _tick_forever(daemon: Daemon) -> None:
+    """Deliver expired coalescing windows even when no request arrives."""
+    while True:
+        await asyncio.sleep(daemon.config.tick_seconds)
+        if daemon.closed:
+            return
+        try:
+            await run_in_threadpool(daemon.tick)
+        except Exception:  # a storage hiccup must not kill the ticker; it retries next time
+            log.exception("tick_failed", extra={"fields": {"event": "tick_failed"}})
+
+
+def daemon_of(app: ASGIApp) -> Daemon:
+    """The :class:`Daemon` behind an app made by :func:`create_app`."""
+    if not isinstance(app, DaemonApp):
+        raise TypeError("not a creative-memory daemon app")
+    return app.daemon

@@ -1,0 +1,167 @@
+"""What every route shares (docs/http.md, "Layout"): the operation table entry each route
+module publishes (app.py mounts it, openapi.py documents it), and parsing a request into
+Python values — the JSON body into a typed Struct, query and path parameters."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeVar
+from urllib.parse import unquote
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+
+from creative_memory.http.config import MAX_JSON_DEPTH
+from creative_memory.http.problems import Problem, invalid, not_found
+from creative_memory.http.state import Daemon
+
+T = TypeVar("T")
+Endpoint = Callable[[Request], Awaitable[Response]]
+JSON: Final = "application/json"
+TEXT: Final = "text/plain"
+
+
+@dataclass(frozen=True)
+class Param:
+    """A documented query or path parameter; ``type`` is its msgspec type."""
+
+    name: str
+    where: str  # "query" | "path"
+    type: Any
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One route: how Starlette mounts it and what the OpenAPI document says about it."""
+
+    method: str
+    path: str  # the OpenAPI path template
+    endpoint: Endpoint
+    operation_id: str = ""  # empty: not in the OpenAPI document (page, login, static)
+    summary: str = ""
+    route_path: str = ""  # the Starlette path when it differs from ``path``
+    params: tuple[Param, ...] = ()
+    body: Any = None  # the request body's msgspec type
+    body_media: str = JSON
+    responses: Mapping[str, Any] = field(default_factory=dict)  # media type → msgspec type
+    errors: tuple[int, ...] = ()
+    public: bool = False  # no credentials needed
+
+
+def daemon(request: Request) -> Daemon:
+    """The :class:`Daemon` serving this request."""
+    d: Daemon = request.app.state.daemon
+    return d
+
+
+def encode(data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
+    """A JSON response of any msgspec-encodable value (service results included)."""
+    return Response(msgspec.json.encode(data), status, dict(headers or {}), JSON)
+
+
+def check_json_type(request: Request) -> None:
+    """415 unless the request body is declared JSON (or not declared at all)."""
+    ctype = request.headers.get("content-type")
+    media = (ctype or "").split(";", 1)[0].strip().lower()
+    if media and media != JSON and not media.endswith("+json"):
+        raise Problem(
+            415,
+            "Unsupported media type",
+            f"send JSON (Content-Type: application/json), not {media}",
+            slug="unsupported-media-type",
+            field="content-type",
+        )
+
+
+async def read_json(request: Request) -> Any:
+    """The JSON body as Python values: 415 not JSON, 400 empty or unparseable, 422 deep."""
+    check_json_type(request)
+    body = await request.body()  # the BodyLimit middleware meters it
+    if not body.strip():
+        raise invalid("the request body is empty; send a JSON document", "body", 400)
+    try:
+        value = msgspec.json.decode(body)
+    except (msgspec.MsgspecError, RecursionError) as exc:
+        raise invalid(f"the request body is not valid JSON ({exc})", "body", 400) from None
+    if not _depth_ok(value, MAX_JSON_DEPTH):
+        raise invalid(f"JSON nested deeper than {MAX_JSON_DEPTH} levels", "body")
+    return value
+
+
+async def read_struct(request: Request, type_: type[T]) -> T:
+    """The JSON body decoded into ``type_``; a wrong or unknown key is a 422 naming it."""
+    value = await read_json(request)
+    try:
+        return msgspec.convert(value, type_)
+    except msgspec.ValidationError as exc:
+        raise invalid(str(exc), struct_error_field(str(exc))) from None
+
+
+_AT = re.compile(r" - at `\$\.?(?P<path>[^`]*)`$")
+_NAMED = re.compile(r"^Object (?:missing required|contains unknown) field `(?P<name>[^`]+)`")
+
+
+def struct_error_field(message: str) -> str:
+    """The field a msgspec validation message is about (``"body"`` for the whole body)."""
+    at = _AT.search(message)
+    path = at["path"].replace("[...]", "") if at else ""
+    named = _NAMED.match(message)
+    if named:
+        path = f"{path}.{named['name']}" if path else named["name"]
+    return path or "body"
+
+
+def _depth_ok(value: Any, limit: int) -> bool:
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict | list):
+            if d > limit:
+                return False
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return True
+
+
+def query(request: Request, name: str) -> str | None:
+    """The query parameter ``name`` (given at most once), else ``None``."""
+    values = request.query_params.getlist(name)
+    if len(values) > 1:
+        raise invalid(f"{name} given more than once", name)
+    return values[0] if values else None
+
+
+def project_query(request: Request) -> str | None:
+    """``?project_id=``: empty or absent means no project."""
+    return query(request, "project_id") or None
+
+
+def response_format(request: Request) -> str:
+    """``?format=text|json`` (default text): how the answer is rendered."""
+    fmt = query(request, "format") or "text"
+    if fmt not in ("text", "json"):
+        raise invalid(f"format must be one of text, json; got {fmt!r}", "format")
+    return fmt
+
+
+def type_and_pattern(request: Request, prefix: str) -> tuple[str, str]:
+    """``{preference_type}/{pattern}`` from the raw path, so ``%2F`` may appear in either."""
+    raw = request.scope.get("raw_path")
+    path = raw.decode("latin-1") if isinstance(raw, bytes) else request.url.path
+    path = path.split("?", 1)[0]
+    parts = (path[len(prefix) :] if path.startswith(prefix) else "").split("/")
+    if len(parts) != 2:
+        raise not_found(f"use {prefix}{{preference_type}}/{{pattern}} (percent-encode '/' as %2F)")
+    out: list[str] = []
+    for name, part in zip(("preference_type", "pattern"), parts, strict=True):
+        try:
+            value = unquote(part, errors="strict")
+        except UnicodeDecodeError:
+            raise invalid(f"{name} is not valid UTF-8 once decoded", name, 400) from None
+        if not value:
+            raise invalid(f"{name} must be a non-empty string", name)
+        out.append(value)
+    return out[0], out[1]

@@ -1,0 +1,108 @@
+"""Reading and erasing memory (docs/http.md, "HTTP API"): inspect, explain, forget, reset."""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from creative_memory.app.service import ForgetResult, ResetResult
+from creative_memory.engine.explain import Explanation
+from creative_memory.http.jsonlog import log_event
+from creative_memory.http.routes.common import (
+    JSON,
+    Operation,
+    Param,
+    daemon,
+    encode,
+    project_query,
+    read_struct,
+    type_and_pattern,
+)
+from creative_memory.http.schemas import (
+    MemoryView,
+    PathSegment,
+    ProjectParam,
+    ResetRequest,
+)
+
+_PROJECT = Param("project_id", "query", ProjectParam)
+_TYPE_PATTERN = (
+    Param("preference_type", "path", PathSegment, required=True),
+    Param("pattern", "path", PathSegment, required=True),
+)
+
+
+async def get_memory(request: Request) -> Response:
+    """GET /api/v1/memory: MemoryService.inspect for the token's user."""
+    d = daemon(request)
+    user = d.auth.authenticate(request)
+    project_id = project_query(request)
+    doc = await run_in_threadpool(
+        d.timed, "inspect", user, project_id, lambda: d.service.inspect(user, project_id)
+    )
+    return encode(doc)
+
+
+async def get_explain(request: Request) -> Response:
+    """GET /api/v1/explain/{type}/{pattern}: MemoryService.explain (404 when unknown)."""
+    d = daemon(request)
+    user = d.auth.authenticate(request)
+    ptype, pattern = type_and_pattern(request, "/api/v1/explain/")
+    project_id = project_query(request)
+    result = await run_in_threadpool(d.service.explain, user, ptype, pattern, project_id)
+    return encode(result)
+
+
+async def delete_preference(request: Request) -> Response:
+    """DELETE /api/v1/preferences/{type}/{pattern}: MemoryService.forget (idempotent)."""
+    d = daemon(request)
+    user = d.auth.authenticate(request)
+    ptype, pattern = type_and_pattern(request, "/api/v1/preferences/")
+    project_id = project_query(request)
+    result = await run_in_threadpool(d.service.forget, user, ptype, pattern, project_id)
+    log_event(logging.INFO, "forgot", user=user, events_removed=result.events_removed,
+              project_id=project_id)  # fmt: skip
+    return encode(result)
+
+
+async def post_reset(request: Request) -> Response:
+    """POST /api/v1/reset: MemoryService.reset."""
+    d = daemon(request)
+    user = d.auth.authenticate(request)
+    body = await read_struct(request, ResetRequest)
+    result = await run_in_threadpool(
+        lambda: d.service.reset(user, body.scope, confirm=body.confirm)
+    )
+    log_event(logging.INFO, "reset", user=user, scope=body.scope,
+              events_removed=result.events_removed)  # fmt: skip
+    return encode(result)
+
+
+OPERATIONS = (
+    Operation(
+        "GET", "/api/v1/memory", get_memory, "inspect",
+        "Everything in the user's memory (MemoryService.inspect).",
+        params=(_PROJECT,), responses={JSON: MemoryView}, errors=(400, 401, 403, 422),
+    ),
+    Operation(
+        "DELETE", "/api/v1/preferences/{preference_type}/{pattern}", delete_preference,
+        "forget", "Forget a pattern: erase every raw event about it (0 when there was none).",
+        route_path="/api/v1/preferences/{rest:path}", params=(*_TYPE_PATTERN, _PROJECT),
+        responses={JSON: ForgetResult}, errors=(400, 401, 403, 404, 422),
+    ),
+    Operation(
+        "GET", "/api/v1/explain/{preference_type}/{pattern}", get_explain, "explain",
+        "The derivation trace of a pattern (the page's 'Why?').",
+        route_path="/api/v1/explain/{rest:path}", params=(*_TYPE_PATTERN, _PROJECT),
+        responses={JSON: Explanation}, errors=(400, 401, 403, 404, 422),
+    ),
+    Operation(
+        "POST", "/api/v1/reset", post_reset, "reset",
+        "Erase memory (all, global or one project); needs confirm.",
+        body=ResetRequest, responses={JSON: ResetResult},
+        errors=(400, 401, 403, 413, 415, 422),
+    ),
+)  # fmt: skip

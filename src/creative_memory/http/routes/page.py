@@ -1,0 +1,103 @@
+"""The Settings → Memory page and the routes around it (docs/daemon.md): liveness, the
+OpenAPI document, the page and its static files, the one-time login link, logout."""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from creative_memory._version import __version__
+from creative_memory.http.jsonlog import log_event
+from creative_memory.http.problems import invalid, not_found, unauthorized
+from creative_memory.http.routes.common import JSON, Operation, daemon, encode, query
+from creative_memory.http.schemas import Health, OpenApiDoc
+from creative_memory.http.state import WEB_FILES
+
+CSP: Final = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+
+_SIGNED_OUT: Final = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Sign in — creative-memory</title>
+<link rel="stylesheet" href="/static/style.css"></head>
+<body><main class="signed-out"><h1>Settings → Memory</h1>
+<p>You are not signed in. Run <code>creative-memory ui</code> on this machine: it prints and
+opens a one-time login link for this page.</p></main></body></html>
+"""
+
+
+async def healthz(request: Request) -> Response:
+    """GET /healthz: liveness, no credentials."""
+    return encode(Health(status="ok", version=__version__))
+
+
+async def openapi(request: Request) -> Response:
+    """GET /openapi.json: the generated OpenAPI document."""
+    d = daemon(request)
+    d.auth.authenticate(request)
+    return encode(d.openapi)
+
+
+async def page(request: Request) -> Response:
+    """GET /: the page for a signed-in session, else how to sign in."""
+    d = daemon(request)
+    if d.auth.session_user(request) is None:
+        return HTMLResponse(_SIGNED_OUT, status_code=401, headers={"Content-Security-Policy": CSP})
+    return Response(d.web["index.html"], media_type=WEB_FILES["index.html"],
+                    headers={"Content-Security-Policy": CSP})  # fmt: skip
+
+
+async def static(request: Request) -> Response:
+    """GET /static/{name}: the page's script and style sheet."""
+    name = request.path_params["name"]
+    if name not in WEB_FILES or name == "index.html":
+        raise not_found(f"no static file {name!r}")
+    return Response(daemon(request).web[name], media_type=WEB_FILES[name])
+
+
+async def login(request: Request) -> Response:
+    """GET /login?once=: consume a one-time nonce, set the session cookie, go to the page."""
+    d = daemon(request)
+    nonce = query(request, "once")
+    if not nonce:
+        raise invalid("the login link has no one-time code (once=)", "once", 400)
+    user = await run_in_threadpool(d.files.consume_login, nonce)
+    if user is None or not d.auth.user_allowed(user):
+        raise unauthorized(
+            "this login link is invalid, expired or already used; run creative-memory ui again"
+        )
+    sid = d.auth.new_session(user)
+    response = RedirectResponse("/", status_code=303)
+    response.set_cookie(
+        d.auth.cookie_name, sid, httponly=True, samesite="strict", path="/", secure=False
+    )
+    request.scope["cm_user"] = user
+    log_event(logging.INFO, "login", user=user)
+    return response
+
+
+async def logout(request: Request) -> Response:
+    """POST /logout: end the page's session."""
+    d = daemon(request)
+    d.auth.authenticate(request)
+    d.auth.end_session(request)
+    response = encode({"signed_out": True})
+    response.delete_cookie(d.auth.cookie_name, path="/", httponly=True, samesite="strict")
+    return response
+
+
+OPERATIONS = (
+    Operation("GET", "/healthz", healthz, "healthz", "Liveness (no credentials).",
+              responses={JSON: Health}, public=True),
+    Operation("GET", "/openapi.json", openapi, "openapi", "This document.",
+              responses={JSON: OpenApiDoc}, errors=(401,)),
+    Operation("GET", "/", page, public=True),
+    Operation("GET", "/static/{name}", static, public=True),
+    Operation("GET", "/login", login, public=True),
+    Operation("POST", "/logout", logout),
+)  # fmt: skip

@@ -1,0 +1,74 @@
+"""The memory block (docs/prompt-composition.md): alone, or placed in the host's prompt."""
+
+from __future__ import annotations
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from creative_memory.app.service import PromptResult
+from creative_memory.http.routes.common import (
+    JSON,
+    TEXT,
+    Operation,
+    Param,
+    daemon,
+    encode,
+    project_query,
+    query,
+    read_struct,
+    response_format,
+)
+from creative_memory.http.schemas import ComposeRequest, FormatParam, ProjectParam, VariantParam
+
+
+def _render(result: PromptResult, text: str, fmt: str) -> Response:
+    if fmt == "json":
+        return encode(result)
+    return Response(text, media_type="text/plain; charset=utf-8")
+
+
+async def get_prompt(request: Request) -> Response:
+    """GET /api/v1/prompt: MemoryService.prompt, as text (or JSON with format=json)."""
+    d = daemon(request)
+    user = d.auth.authenticate(request)
+    project_id = project_query(request)
+    variant = query(request, "variant") or "generation"
+    fmt = response_format(request)
+    result = await run_in_threadpool(
+        d.timed, "retrieve", user, project_id,
+        lambda: d.service.prompt(user, project_id, variant),
+    )  # fmt: skip
+    return _render(result, result.block, fmt)
+
+
+async def post_prompt(request: Request) -> Response:
+    """POST /api/v1/prompt: MemoryService.compose, the host prompt with the block placed."""
+    d = daemon(request)
+    user = d.auth.authenticate(request)
+    body = await read_struct(request, ComposeRequest)
+    project_id = body.project_id or None
+    result = await run_in_threadpool(
+        d.timed, "retrieve", user, project_id,
+        lambda: d.service.compose(user, body.host_prompt, project_id, body.variant),
+    )  # fmt: skip
+    return _render(result, result.prompt or "", body.format)
+
+
+OPERATIONS = (
+    Operation(
+        "GET", "/api/v1/prompt", get_prompt, "prompt",
+        "The memory block for a project (text, or JSON with format=json).",
+        params=(Param("project_id", "query", ProjectParam),
+                Param("variant", "query", VariantParam),
+                Param("format", "query", FormatParam)),
+        responses={TEXT: str, JSON: PromptResult}, errors=(400, 401, 403, 422),
+    ),
+    Operation(
+        "POST", "/api/v1/prompt", post_prompt, "composePrompt",
+        "The host's composed system prompt with the memory block inserted (an existing block "
+        "is replaced). Text, or JSON with format=json.",
+        body=ComposeRequest, responses={TEXT: str, JSON: PromptResult},
+        errors=(400, 401, 403, 413, 415, 422),
+    ),
+)  # fmt: skip

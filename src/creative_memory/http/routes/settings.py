@@ -1,0 +1,47 @@
+"""The controls (docs/http.md, "HTTP API"): read and change a user's settings."""
+
+from __future__ import annotations
+
+import logging
+
+import msgspec
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from creative_memory.app.service import SettingsChange, SettingsView
+from creative_memory.http.jsonlog import log_event
+from creative_memory.http.routes.common import JSON, Operation, daemon, encode, read_struct
+
+
+async def get_settings(request: Request) -> Response:
+    """GET /api/v1/settings: MemoryService.settings."""
+    d = daemon(request)
+    user = d.auth.authenticate(request)
+    return encode(await run_in_threadpool(d.service.settings, user))
+
+
+async def post_settings(request: Request) -> Response:
+    """POST /api/v1/settings: MemoryService.change_settings (only the keys given change)."""
+    d = daemon(request)
+    user = d.auth.authenticate(request)
+    change = await read_struct(request, SettingsChange)
+    result = await run_in_threadpool(d.service.change_settings, user, change)
+    keys = sorted(k for k, v in msgspec.structs.asdict(change).items() if v is not msgspec.UNSET)
+    log_event(logging.INFO, "settings_changed", user=user, keys=keys)
+    return encode(result)
+
+
+OPERATIONS = (
+    Operation(
+        "GET", "/api/v1/settings", get_settings, "getSettings", "The user's settings.",
+        responses={JSON: SettingsView}, errors=(401, 403),
+    ),
+    Operation(
+        "POST", "/api/v1/settings", post_settings, "changeSettings",
+        "Enable/disable, pause/resume, per-project toggles, diagnostics feed. Only the "
+        "fields given change; nothing changes when one is invalid.",
+        body=SettingsChange, responses={JSON: SettingsView},
+        errors=(400, 401, 403, 413, 415, 422),
+    ),
+)  # fmt: skip

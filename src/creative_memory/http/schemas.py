@@ -1,0 +1,152 @@
+"""The typed bodies of the HTTP API (docs/http.md): request bodies are decoded into these
+``msgspec`` Structs (unknown keys refused), responses are encoded from the service's result
+types, and the OpenAPI component schemas are generated from both (http/openapi.py)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Final, Literal
+
+import msgspec
+from msgspec import Meta
+
+from creative_memory.app.service import (
+    ForgetResult,
+    ImportResult,
+    IngestResult,
+    PromptResult,
+    ResetResult,
+    SettingsChange,
+    SettingsView,
+)
+from creative_memory.engine.explain import Explanation
+from creative_memory.engine.models import Preference, RetrievalResult
+from creative_memory.http.config import MAX_BATCH
+from creative_memory.http.problems import ProblemDoc
+
+# -- query and path parameters -------------------------------------------------------------
+ProjectParam = Annotated[
+    str,
+    Meta(
+        pattern="^[A-Za-z0-9_-]*$",
+        description="A project id; empty or absent means no project (global memory).",
+    ),
+]
+VariantParam = Annotated[
+    Literal["generation", "critique", "legacy"], Meta(description="Which memory block.")
+]
+FormatParam = Annotated[Literal["text", "json"], Meta(description="text/plain or JSON.")]
+ModeParam = Annotated[Literal["merge", "replace"], Meta(description="How to import.")]
+PathSegment = Annotated[str, Meta(min_length=1, description="Percent-encode '/' as %2F.")]
+
+
+# -- request bodies --------------------------------------------------------------------------
+class ComposeRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """POST /api/v1/prompt: the host's composed system prompt and what to retrieve for."""
+
+    host_prompt: Annotated[str, Meta(description="The host's composed system prompt.")]
+    project_id: Annotated[str | None, Meta(description="Empty or null: no project.")] = None
+    variant: Annotated[str, Meta(description="generation (default) or critique.")] = (
+        "generation"
+    )
+    format: FormatParam = "text"
+
+
+class ResetRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """POST /api/v1/reset: a reset erases for real, so ``confirm`` must be true."""
+
+    confirm: Annotated[bool, Meta(description="Must be true.")] = False
+    scope: Annotated[str, Meta(description='"all", "global" or "project:<id>".')] = "all"
+
+
+_EVENT_DOC: Final = (
+    "A wire-format event (docs/http.md, 'Ingestion'): `event` names the handler without its "
+    "`on_` prefix; `user_id` must be the token's user. Every item of a batch is judged on "
+    "its own and reported; a bad item is `rejected` with a reason, never an HTTP error."
+)
+
+
+class WireEvent(msgspec.Struct, kw_only=True):
+    """One wire-format event; every problem with it is reported per event, not as an error."""
+
+    event: Annotated[Any, Meta(description="thumbs_rated, explicit_tag_applied, ...")] = None
+    user_id: Annotated[Any, Meta(description="The token's user (required).")] = None
+    artifact_id: Any = None
+    session_id: Any = None
+    project_id: Any = None
+    timestamp: Annotated[Any, Meta(description="ISO 8601.")] = None
+    artifact_meta: Annotated[Any, Meta(description='{"signals": [{preference_type, pattern}]}')] = (
+        None
+    )
+    trigger: Annotated[Any, Meta(description="Where the action came from.")] = None
+
+
+EventsBody = Annotated[
+    WireEvent | Annotated[list[Any], Meta(max_length=MAX_BATCH)],
+    Meta(description=_EVENT_DOC),
+]
+
+
+# -- response bodies -------------------------------------------------------------------------
+class Health(msgspec.Struct, kw_only=True):
+    """GET /healthz."""
+
+    status: Literal["ok"]
+    version: str
+
+
+class MemoryView(msgspec.Struct, kw_only=True):
+    """GET /api/v1/memory: MemoryService.inspect (docs/inspect.schema.json) with projects."""
+
+    user_id: str
+    derivation_version: str
+    settings: SettingsView
+    preferences: list[Preference]
+    event_count: int
+    project_id: str | None
+    retrieval: RetrievalResult
+    projects: list[str]
+
+
+class Archive(msgspec.Struct, kw_only=True):
+    """A creative-memory-archive document (docs/storage.md): raw events and settings."""
+
+    format: Literal["creative-memory-archive"]
+    archive_version: Literal[1]
+    user_id: str
+    settings: dict[str, Any]
+    events: list[dict[str, Any]]
+    checksum: Annotated[str, Meta(pattern="^sha256:[0-9a-f]{64}$")]
+
+
+class SignedOut(msgspec.Struct, kw_only=True):
+    """POST /logout."""
+
+    signed_out: bool
+
+
+class OpenApiDoc(msgspec.Struct, kw_only=True):
+    """GET /openapi.json: this document."""
+
+    openapi: str
+
+
+#: Every named type the OpenAPI document has a component schema for.
+COMPONENTS: Final = (
+    ProblemDoc,
+    Health,
+    OpenApiDoc,
+    MemoryView,
+    WireEvent,
+    IngestResult,
+    ComposeRequest,
+    PromptResult,
+    ForgetResult,
+    Explanation,
+    SettingsView,
+    SettingsChange,
+    ResetRequest,
+    ResetResult,
+    Archive,
+    ImportResult,
+    SignedOut,
+)

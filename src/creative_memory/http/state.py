@@ -1,0 +1,91 @@
+"""The daemon's state behind the routes (docs/http.md, "Layout"): the MemoryService, the
+capture layer it feeds, the authenticator, the page's files and the slow-retrieval alarm."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from importlib import resources
+from typing import Any, Final, TypeVar
+
+from creative_memory.app.service import MemoryService
+from creative_memory.app.store import MemoryStore
+from creative_memory.capture.layer import CaptureLayer, describe
+from creative_memory.engine.events import validate_user_id
+from creative_memory.http.auth import Authenticator, DaemonFiles
+from creative_memory.http.config import DaemonConfig, allowed_host_headers
+from creative_memory.http.jsonlog import log_event
+
+T = TypeVar("T")
+
+#: The page's static files and their media types.
+WEB_FILES: Final = {
+    "index.html": "text/html; charset=utf-8",
+    "app.js": "text/javascript; charset=utf-8",
+    "style.css": "text/css; charset=utf-8",
+}
+
+
+class Daemon:
+    """One running daemon: the service over its store, the capture layer, credentials."""
+
+    def __init__(self, config: DaemonConfig, *, store: MemoryStore | None = None) -> None:
+        self.config = config
+        if not config.multi_user:
+            validate_user_id(config.user)
+        self.store = store or MemoryStore(
+            config.database or config.root, derivation_version=config.derivation_version
+        )
+        self.service = MemoryService(self.store)
+        self.capture = CaptureLayer(self.store, config.capture)
+        self.files = DaemonFiles(config.root)
+        self.auth = Authenticator(
+            self.files, port=config.port, multi_user=config.multi_user, user=config.user
+        )
+        self.hosts = allowed_host_headers(config)
+        self.closed = False
+        base = resources.files("creative_memory.http") / "web"
+        self.web = {name: (base / name).read_bytes() for name in WEB_FILES}
+        self.openapi: dict[str, Any] = {}
+
+    def timed(self, operation: str, user: str, project_id: str | None, fn: Callable[[], T]) -> T:
+        """``fn()``, with a ``slow_retrieval`` warning when it takes over the alarm."""
+        start = time.perf_counter()
+        result = fn()
+        ms = (time.perf_counter() - start) * 1000
+        if ms > self.config.alarm_ms:
+            log_event(
+                logging.WARNING,
+                "slow_retrieval",
+                operation=operation,
+                user=user,
+                project_id=project_id,
+                duration_ms=round(ms, 2),
+                alarm_ms=self.config.alarm_ms,
+            )
+        return result
+
+    def tick(self) -> None:
+        """Deliver the capture layer's expired coalescing windows."""
+        report = self.capture.tick(self.store.now_ms())
+        if report.flushed or report.failed:
+            log_event(logging.INFO, "capture_tick", flushed=report.flushed, failed=report.failed)
+
+    def flush_pending(self) -> None:
+        """Deliver every pending coalesced event and write the derived state back (shutdown)."""
+        if self.closed:
+            return
+        self.closed = True
+        report = self.capture.close()
+        log_event(
+            logging.INFO,
+            "capture_flushed",
+            flushed=report.flushed,
+            failed=report.failed,
+            summary=describe(report),
+        )
+        try:  # reads defer write-back: leave the derivation cache current
+            self.store.flush()
+        except Exception as exc:  # the cache is disposable: never fail a shutdown over it
+            log_event(logging.WARNING, "derived_state_not_written", error=str(exc))
