@@ -5,14 +5,19 @@
   clock, environment or framework module;
 * the contracts are not vacuous: the same check on a copy of the package with one upward
   import, and with one I/O import in the engine, fails;
-* no module in ``src/`` is over 600 lines.
+* no module in ``src/`` is over 600 lines;
+* every public function and class has a docstring, and the sources point to docs/ in this
+  repository (which exist), never to files outside it or to issue numbers.
 """
 
 from __future__ import annotations
 
+import ast
+import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -82,3 +87,54 @@ def test_no_module_is_over_the_line_limit() -> None:
         if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def _public_definitions() -> Iterator[tuple[str, ast.AST]]:
+    """Every public function and class (methods included) of every module in ``src/``."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        stack: list[tuple[str, ast.AST]] = [("", tree)]
+        while stack:
+            prefix, node = stack.pop()
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                    if child.name.startswith("_"):
+                        continue
+                    name = f"{path.relative_to(SRC)}:{child.lineno} {prefix}{child.name}"
+                    yield name, child
+                    if isinstance(child, ast.ClassDef):
+                        stack.append((f"{prefix}{child.name}.", child))
+
+
+def test_every_public_function_and_class_has_a_docstring() -> None:
+    missing = [
+        name
+        for name, node in _public_definitions()
+        if ast.get_docstring(node) is None  # type: ignore[arg-type]
+    ]
+    assert not missing, f"{len(missing)} without a docstring:\n" + "\n".join(missing)
+
+
+#: A file outside this repository (the shared spec, the seeds) or an issue number.
+OUTSIDE = re.compile(r"(?<!docs/)\b(?:design|api|engine)\.md\b|\bissues? #?\d+|\.\./shared|seeds/")
+
+
+def test_sources_point_to_docs_in_this_repository() -> None:
+    cited = [
+        f"{path.relative_to(SRC)}:{n}: {line.strip()}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if OUTSIDE.search(line)
+    ]
+    assert not cited, f"{len(cited)} references outside the repository:\n" + "\n".join(cited)
+
+
+def test_the_docs_the_sources_point_to_exist() -> None:
+    named = {
+        m.group(1)
+        for path in PACKAGE.rglob("*.py")
+        for m in re.finditer(r"\bdocs/([\w.-]+\.(?:md|json))", path.read_text(encoding="utf-8"))
+    }
+    assert named, "no source points to docs/"
+    missing = sorted(n for n in named if not (ROOT / "docs" / n).is_file())
+    assert not missing, missing
