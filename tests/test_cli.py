@@ -1105,3 +1105,18 @@ def test_usage_errors_are_one_line(cli: Cli) -> None:
     one_line_error(cli("no-such-command"), 2, "No such command")
     one_line_error(cli("--bogus"), 2, "No such option")
     one_line_error(cli("forget", "color"), 2, "Missing argument")
+
+
+# -- the real entry point in a child process (smoke) -------------------------------------------
+def test_smoke_through_python_m(cli: Cli) -> None:
+    """``python -m creative_memory.cli``: stdin piping, JSON on stdout, each exit code."""
+    r = cli.sub("ingest", "-", input=jsonl(TEACH))
+    assert r.code == 0 and "accepted 7" in r.out and r.err == ""
+    doc = json.loads(cli.sub("--json", "inspect").out)
+    assert doc["event_count"] == 7
+    one_line_error(cli.sub("ingest", "-", input="{not json\n"), 1, "1 event not stored (line 1)")
+    one_line_error(cli.sub("explain", "color", "no_such"), 1, "nothing to explain")
+    one_line_error(cli.sub("pause", "--until", "2001-01-01"), 2, "'--until'", "in the past")
+    one_line_error(cli.sub("--user", "../etc", "inspect"), 2, "--user", "safe")
+    r = cli.sub("forget", "color", "no_such")
+    assert r.code == 0 and r.out.startswith("Nothing to forget: ")

@@ -1,4 +1,4 @@
-"""docs/cli.md's newcomer walkthrough, run verbatim through the real entry point.
+"""docs/cli.md's newcomer walkthrough, run verbatim through the CLI's ``main`` in-process.
 
 Between ``<!-- walkthrough:start -->`` and ``<!-- walkthrough:end -->`` the doc holds
 ``console`` blocks and files. A fenced block right after ``<!-- file: NAME -->`` is written
@@ -11,16 +11,16 @@ that directory is shown under the doc's name in the outputs.
 
 from __future__ import annotations
 
-import os
+import contextlib
 import re
 import shlex
-import shutil
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+
+from creative_memory.cli.main import main
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
 FENCE = re.compile(r"^(`{3,})(\S*)")
@@ -79,11 +79,6 @@ def parse_walkthrough(text: str) -> list[Step]:
     return steps
 
 
-def _entry_point() -> list[str]:
-    script = shutil.which("creative-memory", path=str(Path(sys.executable).parent))
-    return [script] if script else [sys.executable, "-m", "creative_memory.cli"]
-
-
 def _normalise(lines: list[str]) -> list[str]:
     out = [line.rstrip() for line in lines]
     while out and not out[-1]:
@@ -93,15 +88,12 @@ def _normalise(lines: list[str]) -> list[str]:
 
 def run_walkthrough(workdir: Path, steps: list[Step]) -> list[tuple[Step, list[str]]]:
     """Run every step; returns each command with its actual (normalised) output."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("OD_DATA_DIR", "MEMORY_STORAGE_ROOT", "CREATIVE_MEMORY_USER", "COLUMNS")
-    }
+    env: dict[str, str | None] = dict.fromkeys(
+        ("OD_DATA_DIR", "MEMORY_STORAGE_ROOT", "CREATIVE_MEMORY_USER", "COLUMNS")
+    )
     env.update(PYTHONUTF8="1", COLUMNS="120", NO_COLOR="1", TERM="dumb")
     store = workdir / "store"
     doc_roots: dict[str, str] = {}
-    entry = _entry_point()
     results: list[tuple[Step, list[str]]] = []
     last_rc = 0
     for step in steps:
@@ -120,18 +112,12 @@ def run_walkthrough(workdir: Path, steps: list[Step]) -> list[tuple[Step, list[s
         elif argv == ["echo", "$?"]:
             output = [str(last_rc)]
         elif argv[0] in ("creative-memory", "od-memory"):
-            proc = subprocess.run(
-                entry + argv[1:],
-                cwd=workdir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                timeout=120,
-                check=False,
-            )
-            last_rc = proc.returncode
-            text = proc.stdout.decode("utf-8")
+            with contextlib.chdir(workdir):
+                r = CliRunner().invoke(main, argv[1:], env=env, prog_name=argv[0])
+            if r.exception is not None and not isinstance(r.exception, SystemExit):
+                raise r.exception
+            last_rc = r.exit_code
+            text = r.output  # stdout and stderr interleaved, as a terminal shows them
             for real, shown in doc_roots.items():
                 text = text.replace(real, shown)
             output = text.splitlines()

@@ -391,22 +391,30 @@ def test_usage_errors_exit_2() -> None:
     assert runner.invoke(main, ["no-such-command"]).exit_code == 2
 
 
-def test_library_value_error_is_one_line_exit_1() -> None:
+def test_library_errors_are_one_line() -> None:
+    """A ValidationError is exit 2, any other failure exit 1; one line, no traceback."""
     from creative_memory import MemoryStore
 
     @main.command("boom-for-test")
     def boom() -> None:
         MemoryStore(tempfile.gettempdir()).ingest_signal("bad user!", {})
 
+    @main.command("crash-for-test")
+    def crash() -> None:
+        raise RuntimeError("disk on fire")
+
     try:
-        result = CliRunner().invoke(main, ["boom-for-test"])
+        invalid = CliRunner().invoke(main, ["boom-for-test"])
+        failed = CliRunner().invoke(main, ["crash-for-test"])
     finally:
         main.commands.pop("boom-for-test", None)
-    assert result.exit_code == 1
-    assert result.stdout == ""
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: ") and "user_id" in lines[0]
-    assert "Traceback" not in result.output
+        main.commands.pop("crash-for-test", None)
+    for result, code, needle in ((invalid, 2, "user_id"), (failed, 1, "disk on fire")):
+        assert result.exit_code == code
+        assert result.stdout == ""
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("Error: ") and needle in lines[0]
+        assert "Traceback" not in result.output
 
 
 def test_click_exceptions_pass_through() -> None:

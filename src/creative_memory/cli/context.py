@@ -106,6 +106,7 @@ def validator(check: Callable[[str], str]) -> Callable[..., Any]:
     error."""
 
     def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+        """Check ``value`` (``None`` passes)."""
         if value is None:
             return None
         try:
@@ -144,8 +145,10 @@ def command(name: str | None = None, *, epilog: str) -> Callable[[F], click.Comm
     :class:`State` as first argument; a ``ValidationError`` names the option it is about."""
 
     def decorate(fn: F) -> click.Command:
+        """Wrap ``fn`` as the command."""
         @functools.wraps(fn)
         def wrapper(*args: Any, as_json: bool, **kwargs: Any) -> Any:
+            """Call ``fn`` with the state; name the option a ValidationError is about."""
             ctx = click.get_current_context()
             state = ctx.find_object(State)
             if state is None:  # pragma: no cover - always set by main

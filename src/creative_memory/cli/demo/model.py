@@ -70,6 +70,7 @@ class DemoAction:
     result: Any  # records touched (dicts), or the DecayResult as a dict
 
     def to_dict(self) -> dict[str, Any]:
+        """The action as JSON-ready values."""
         return {
             "kind": self.kind,
             "at": self.at,
@@ -103,14 +104,17 @@ class DemoStep:
 
     @property
     def project_id(self) -> str | None:
+        """The project the step retrieved for, if any."""
         pid = (self.context or {}).get("project_id")
         return pid if isinstance(pid, str) else None
 
     @property
     def chapter_title(self) -> str:
+        """The chapter's title as printed."""
         return _CHAPTERS.get(self.chapter, self.chapter)
 
     def to_dict(self) -> dict[str, Any]:
+        """The step as JSON-ready values (the ``--json`` document's steps)."""
         return {
             "index": self.index,
             "chapter": self.chapter,
@@ -142,6 +146,7 @@ class DemoClock:
         return self.ms
 
     def set(self, iso: str) -> str:
+        """Move the clock to ``iso``; returns it normalised."""
         self.ms = parse_ts(iso)
         return format_ts(self.ms)
 

@@ -50,7 +50,7 @@ class _Walkthrough:
         rating: str | None = None,
         diff: Mapping[str, Any] | None = None,
     ) -> DemoAction:
-        """Send one wire-format host event (api.md) through its adapter handler."""
+        """Send one wire-format host event (docs/cli.md, ingest) through its adapter handler."""
         self._artifacts += 1
         at = self.clock.set(timestamp)
         wire: dict[str, Any] = {
@@ -120,6 +120,7 @@ class _Walkthrough:
         adapter.on_pairwise_comparison(self.store, {k: v for k, v in wire.items() if k != "event"})
 
         def names(signals: Sequence[tuple[str, str]]) -> str:
+            """``type/pattern, ...``."""
             return ", ".join(f"{t}/{p}" for t, p in signals)
 
         return DemoAction(
@@ -191,9 +192,11 @@ class _Walkthrough:
         return step
 
     def records(self, user_id: str) -> list[Preference]:
+        """The user's records now."""
         return self.store.list_preferences(user_id)
 
     def injected(self, user_id: str, rec: Preference | None, project_id: str | None = None) -> bool:
+        """Whether ``rec`` is in the retrieval now."""
         if rec is None:
             return False
         ctx = {"project_id": project_id} if project_id else None
