@@ -20,6 +20,7 @@ from creative_memory.engine.events import (
     ProjectAnchorEvent,
     RefinementEvent,
     SignalEvent,
+    bucket_of,
 )
 
 Keep = Callable[[Event], Event | None]
@@ -45,17 +46,6 @@ def anchored(keep: Keep) -> Keep:
         return new
 
     return keep_anchored
-
-
-def bucket_of(ev: Event) -> tuple[bool, str | None]:
-    """Whether ``ev`` belongs to a record bucket, and which (``None`` = global)."""
-    if isinstance(ev, SignalEvent):
-        return True, ev.project_id if ev.scope == "project" else None
-    if isinstance(ev, LegacyRecordEvent):
-        return True, ev.bucket
-    if isinstance(ev, ComparisonEvent):
-        return True, ev.project_id if ev.scope == "project" else None
-    return False, None
 
 
 def in_bucket(ev: Event, bucket: str | None) -> bool:
