@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from creative_memory import DERIVATION_VERSION, MemoryStore
-from creative_memory.engine.derivation.v1 import known_versions
+from creative_memory.engine.derivation.registry import known_versions
 from creative_memory.engine.events import DecayPassEvent, Event, build_signal_event
 from creative_memory.engine.timeutil import format_ts, parse_ts
 from creative_memory.storage import FileStorage

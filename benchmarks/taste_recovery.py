@@ -50,12 +50,11 @@ from pathlib import Path
 from typing import Any
 
 try:
-    import creative_memory
+    import creative_memory  # noqa: F401  (installed, or found below)
 except ImportError:  # pragma: no cover - running from a checkout without installing
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-import creative_memory.engine.derivation.v2  # noqa: F401  (registers version "2")
-from creative_memory.engine.derivation.v1 import DerivedState, new_state
+from creative_memory.engine.derivation.registry import DerivedState, new_state
 from creative_memory.engine.events import (
     ComparisonEvent,
     ComparisonSide,

@@ -18,7 +18,7 @@ import msgspec
 import pytest
 
 from creative_memory import MemoryStore, build_prompt_block
-from creative_memory.engine.derivation.v1 import DerivedState
+from creative_memory.engine.derivation.registry import DerivedState
 from creative_memory.engine.events import SignalEvent
 from creative_memory.engine.timeutil import format_ts
 from creative_memory.storage import FileStorage

@@ -10,12 +10,13 @@ Records are compared in full, provenance included.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, ClassVar
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -29,8 +30,9 @@ from hypothesis.stateful import (
 )
 
 from creative_memory import SIGNAL_WEIGHTS, MemoryStore, adapter
-from creative_memory.engine.derivation import v1 as derivation_mod
-from creative_memory.engine.derivation.v1 import DerivedState, known_versions
+from creative_memory.engine.derivation import registry
+from creative_memory.engine.derivation.registry import known_versions
+from creative_memory.engine.derivation.v1 import DerivedStateV1
 from creative_memory.engine.timeutil import MS_PER_DAY, format_ts, parse_ts
 from tests.conftest import ManualClock
 
@@ -46,9 +48,7 @@ ALIAS_VERSION = "1t"
 
 
 def real_versions() -> list[str]:
-    """Registered derivation versions, after loading version 2 if it has landed."""
-    with contextlib.suppress(ImportError):
-        importlib.import_module("creative_memory.engine.derivation.v2")
+    """The derivation versions of the registry."""
     return list(known_versions())
 
 
@@ -56,16 +56,15 @@ def real_versions() -> list[str]:
 def versions_for_test() -> Iterator[list[str]]:
     """At least two versions: the real ones, plus a v1-behaving alias when there is only one."""
     versions = real_versions()
-    added = False
-    if len(versions) < 2 and ALIAS_VERSION not in versions:
-        derivation_mod.register_version(ALIAS_VERSION, DerivedState)
-        added = True
-        versions = [*versions, ALIAS_VERSION]
-    try:
+    if len(versions) >= 2 or ALIAS_VERSION in versions:
         yield versions
-    finally:
-        if added:
-            derivation_mod._REGISTRY.pop(ALIAS_VERSION, None)
+        return
+    with mock.patch.object(
+        registry,
+        "VERSIONS",
+        MappingProxyType({**registry.VERSIONS, ALIAS_VERSION: DerivedStateV1}),
+    ):
+        yield [*versions, ALIAS_VERSION]
 
 
 def from_scratch(root: Path, user: str, version: str) -> MemoryStore:
@@ -348,7 +347,7 @@ def test_versions_available_for_switching() -> None:
         assert len(versions) >= 2
         assert "1" in versions
         for v in versions:
-            assert derivation_mod.check_version(v) == v
+            assert registry.check_version(v) == v
     assert ALIAS_VERSION not in known_versions()  # the alias is removed afterwards
 
 

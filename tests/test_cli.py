@@ -1091,7 +1091,7 @@ def test_help_and_alias_through_the_entry_points(cli: Cli) -> None:
 
 
 def test_derivation_version_option(cli: Cli) -> None:
-    from creative_memory.engine.derivation.v1 import known_versions
+    from creative_memory.engine.derivation.registry import known_versions
 
     cli.teach()
     for version in known_versions():

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
+import msgspec
 import pytest
 
+import creative_memory.engine.derivation.v2 as _v2
 from creative_memory import MemoryStore, adapter
-from creative_memory.engine.derivation import v1 as _derivation
-from creative_memory.engine.derivation.v1 import DerivedState, derive
+from creative_memory.engine.derivation.registry import DerivedState, derive
+from creative_memory.engine.derivation.v2 import V2_TABLE, DerivedStateV2
 from creative_memory.engine.events import (
     ComparisonEvent,
     ComparisonSide,
@@ -28,27 +28,8 @@ from creative_memory.engine.models import Preference
 from creative_memory.engine.retrieval import retrieve
 from creative_memory.engine.timeutil import MS_PER_DAY, format_ts, parse_ts
 
-# Importing version 2 registers it. Until the store imports it itself, keep the registration
-# scoped to these tests, so other tests (and the CLI subprocesses they start, which do not
-# import this module) see the same set of versions.
-_HAD_V2 = "2" in _derivation._REGISTRY
-from creative_memory.engine.derivation import v2 as _v2  # noqa: E402
-from creative_memory.engine.derivation.v2 import V2_TABLE, DerivedStateV2  # noqa: E402
-
-if not _HAD_V2:
-    _derivation._REGISTRY.pop("2", None)
-
 T = "2025-03-01T10:00:00.000Z"
 F = tuple[str, str]
-
-
-@pytest.fixture(autouse=True)
-def _version_2_registered() -> Iterator[None]:
-    saved = dict(_derivation._REGISTRY)
-    _derivation.register_version("2", DerivedStateV2)
-    yield
-    _derivation._REGISTRY.clear()
-    _derivation._REGISTRY.update(saved)
 
 
 class Log:
@@ -254,7 +235,7 @@ def test_unary_only_records_are_capped_below_high_until_reinforced() -> None:
         log.signal("repeated_acceptance", "positive", [CALM], artifact=f"a{i}")
     rec = by_pattern(log.state())["calm"]
     assert rec.polarity == "positive"
-    assert rec.signal_strength == V2_TABLE["provisional_cap"]
+    assert rec.signal_strength == V2_TABLE.provisional_cap
     assert rec.confidence == "medium"  # injectable, but not top rung
     assert log.state().evidence_for(rec)["provisional"] is True
     # an explicit tag releases the cap
@@ -304,7 +285,7 @@ def test_a_large_unary_aggregate_is_not_silently_outweighed_by_two_comparisons()
     assert after.polarity == "positive"
     assert after.polarity_status == "stable"
     assert after.signal_strength >= 0.4
-    assert after.signal_strength == before.signal_strength == V2_TABLE["provisional_cap"]
+    assert after.signal_strength == before.signal_strength == V2_TABLE.provisional_cap
     ev = st.evidence_for(after)
     # ...and the disagreement is visible, not swallowed
     assert ev["kinds"]["pairwise_comparison"]["against"] == 2
@@ -380,8 +361,8 @@ def test_what_a_types_patterns_share_goes_to_the_type_level(
     assert result.positives == []
     # without type levels the colours, which ride along with "no layout listed", would be
     # preferred: the level is what keeps them out
-    no_levels = {**dict(V2_TABLE), "type_prior": 1e12}
-    monkeypatch.setattr(_v2, "V2_TABLE", MappingProxyType(no_levels))
+    no_levels = msgspec.structs.replace(V2_TABLE, type_prior=10**12)
+    monkeypatch.setattr(DerivedStateV2, "table", no_levels)
     flat = by_pattern(_shortfall_log(30).state())
     assert flat["c0"].polarity == "positive" and flat["c0"].signal_strength >= 0.4
 
@@ -416,12 +397,12 @@ def test_a_state_from_before_per_class_statistics_is_rejected_not_misread() -> N
     log = Log()
     log.signal("explicit_tag", "negative", [NEON], artifact="t", tag_text="too noisy")
     st = log.state()
-    dumped = st._models[None].dump()
+    dumped = st.models[None].dump()
     assert set(dumped["xx"]) == {"statement"}
     old = {**dumped, "xx": [[i, j, v] for i, j, v in dumped["xx"]["statement"]], "yy": 6}
     with pytest.raises(ValueError, match="per-class"):
-        _v2._Model.load(old)
-    assert _v2._Model.load(dumped).dump() == dumped
+        _v2.Model.load(old, V2_TABLE)
+    assert _v2.Model.load(dumped, V2_TABLE).dump() == dumped
 
 
 def test_an_older_state_layout_in_the_cache_is_derived_again(tmp_path: Path) -> None:
@@ -466,11 +447,11 @@ def test_evidence_shows_kinds_weights_contributions_and_table() -> None:
     assert ev["kinds"]["explicit_tag"] == {
         "for": 0,
         "against": 1,
-        "weight": V2_TABLE["kinds"]["explicit_tag"]["weight"],
+        "weight": V2_TABLE.kinds["explicit_tag"].weight,
         "contribution": pytest.approx(ev["kinds"]["explicit_tag"]["contribution"]),
     }
     assert ev["estimate"] < 0 and ev["sd"] > 0
-    assert ev["table"]["prior"] == V2_TABLE["prior"]
+    assert ev["table"]["prior"] == V2_TABLE.prior
     assert rec.derivation_version == "2"
     with pytest.raises(KeyError):
         st.evidence_for(rec.__class__(**{**rec.to_dict(), "pattern": "unknown"}))
@@ -481,13 +462,13 @@ def test_signals_of_one_handler_call_form_one_row() -> None:
     one, three = Log(), Log()
     one.signal("thumbs_down", "negative", [NEON], artifact="x")
     three.signal("thumbs_down", "negative", [NEON, AIRY, SERIF], artifact="x")
-    m1 = one.state()._models[None]
-    m3 = three.state()._models[None]
+    m1 = one.state().models[None]
+    m3 = three.state().models[None]
     assert (m1.rows, m3.rows) == (1, 1)
     # a signal without artifact id is its own row
     solo = Log()
     solo.signal("thumbs_down", "negative", [NEON, AIRY], artifact=None)  # type: ignore[arg-type]
-    assert solo.state()._models[None].rows == 2
+    assert solo.state().models[None].rows == 2
 
 
 # -- decay and legacy ----------------------------------------------------------------------
@@ -573,14 +554,14 @@ def test_a_batch_is_fitted_once_and_reports_records_as_of_the_batch(
     """Version 2 fits jointly: ingesting a batch costs one fit, and each returned record is
     the feature's record after the whole batch (version 1 reports each after its event)."""
     fits = 0
-    solve = _v2._Model.solve
+    solve = _v2.Model.solve
 
     def counting(self: Any) -> Any:
         nonlocal fits
         fits += self.fit is None
         return solve(self)
 
-    monkeypatch.setattr(_v2._Model, "solve", counting)
+    monkeypatch.setattr(_v2.Model, "solve", counting)
     store = MemoryStore(tmp_path, derivation_version="2")
     batch = [
         {"signal_type": "explicit_tag", "pattern": p, "preference_type": "color",
@@ -685,7 +666,7 @@ def test_an_incremental_read_at_10k_events_is_one_fit_and_equals_a_full_derivati
     st = derive(log.events, "2")
     assert st.global_records  # the first fit
     fits = folds = 0
-    solve, apply = _v2._Model.solve, DerivedStateV2.apply
+    solve, apply = _v2.Model.solve, DerivedStateV2.apply
 
     def counting_solve(self: Any) -> Any:
         nonlocal fits
@@ -697,7 +678,7 @@ def test_an_incremental_read_at_10k_events_is_one_fit_and_equals_a_full_derivati
         folds += 1
         return apply(self, ev)
 
-    monkeypatch.setattr(_v2._Model, "solve", counting_solve)
+    monkeypatch.setattr(_v2.Model, "solve", counting_solve)
     monkeypatch.setattr(DerivedStateV2, "apply", counting_apply)
     for i in range(3):
         ev = SignalEvent(

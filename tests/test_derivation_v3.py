@@ -12,7 +12,8 @@ import pytest
 
 from creative_memory import MemoryStore
 from creative_memory.engine.derivation import v3 as derivation_v3
-from creative_memory.engine.derivation.v1 import DerivedState, derive
+from creative_memory.engine.derivation.registry import DerivedState, derive
+from creative_memory.engine.derivation.v3 import model as v3_model
 from creative_memory.engine.events import SignalEvent, build_signal_event
 from creative_memory.engine.timeutil import format_ts
 
@@ -73,7 +74,7 @@ def test_conjugate_gradients_agree_with_a_dense_solve(
 ) -> None:
     events = rich_history(1_500, 90, seed)  # ≈ 450 features: above DENSE_MAX
     sparse = derive(events, "3")
-    n = max(m.solve().operator.n for m in sparse._models.values())  # type: ignore[attr-defined]
+    n = max(m.solve().operator.n for m in sparse.models.values())  # type: ignore[attr-defined]
     assert n > derivation_v3.DENSE_MAX  # the iterative path was taken
     monkeypatch.setattr(derivation_v3, "DENSE_MAX", 10**6)
     dense = derive(events, "3")
@@ -94,7 +95,7 @@ def test_variance_screening_never_changes_a_record(monkeypatch: pytest.MonkeyPat
     screened = records(derive(events, "3"))
     # every feature gets its exact variance: the screen's lower bound is never used
     monkeypatch.setattr(
-        derivation_v3, "_needs_exact_variance", lambda beta, threshold, n0: list(range(1, n0))
+        v3_model, "needs_exact_variance", lambda beta, threshold, n0: list(range(1, n0))
     )
     exact = records(derive(events, "3"))
     assert exact.keys() == screened.keys()
@@ -126,14 +127,14 @@ def test_an_append_never_fits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         )
     before = {(p.preference_type, p.pattern): p for p in store.list_preferences("u")}
     fits: list[int] = []
-    real = derivation_v3._ModelV3.solve
+    real = derivation_v3.ModelV3.solve
 
     def counting(self: Any) -> Any:
         if self.fit is None:
             fits.append(1)
         return real(self)
 
-    monkeypatch.setattr(derivation_v3._ModelV3, "solve", counting)
+    monkeypatch.setattr(derivation_v3.ModelV3, "solve", counting)
     key = next(iter(before))
     rec = store.ingest_signal(
         "u",

@@ -17,7 +17,7 @@ import pytest
 
 import creative_memory as cm
 from creative_memory import MemoryStore, Preference
-from creative_memory.engine.derivation.v1 import clamp, confidence_of, drop_rung
+from creative_memory.engine.derivation.base import clamp, confidence_of, drop_rung
 from creative_memory.engine.timeutil import MS_PER_DAY, fixed2, format_ts, parse_ts, u16len
 from tests.conftest import ManualClock, tag
 

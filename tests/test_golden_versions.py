@@ -59,7 +59,7 @@ import pytest
 
 from creative_memory import MemoryStore, adapter, build_prompt_block
 from creative_memory.engine.constants import SIGNAL_WEIGHTS, TAG_POLARITY
-from creative_memory.engine.derivation.v1 import known_versions
+from creative_memory.engine.derivation.registry import known_versions
 from creative_memory.engine.events import SignalEvent
 from creative_memory.engine.timeutil import MS_PER_DAY, format_ts
 from tests.conftest import FIXTURES, ManualClock

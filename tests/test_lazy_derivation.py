@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from creative_memory import MemoryStore, adapter
 from creative_memory.app.derived import WRITE_BACK_EVENTS
 from creative_memory.capture.layer import CaptureLayer
-from creative_memory.engine.derivation.v1 import DerivedState, known_versions
+from creative_memory.engine.derivation.registry import DerivedState, known_versions
 from creative_memory.storage import FileStorage
 from tests.conftest import FIXTURES, ManualClock, tag
 

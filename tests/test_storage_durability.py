@@ -34,7 +34,7 @@ import msgspec
 import pytest
 
 from creative_memory import MemoryStore, StorageError
-from creative_memory.engine.derivation.v1 import DerivedState
+from creative_memory.engine.derivation.registry import DerivedState
 from creative_memory.engine.events import CHAIN_GENESIS, SignalEvent, chain_hash, decode_event
 from creative_memory.engine.timeutil import format_ts
 from creative_memory.storage.files.cache import FileDerivationCache, cache_key

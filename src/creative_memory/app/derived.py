@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from creative_memory.engine.derivation.v1 import DerivedState, new_state
+from creative_memory.engine.derivation.registry import DerivedState, new_state
 from creative_memory.engine.events import Event
 from creative_memory.engine.models import Preference, Refinement
 from creative_memory.storage import LogSnapshot

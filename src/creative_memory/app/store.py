@@ -20,11 +20,7 @@ import msgspec
 
 from creative_memory.app.derived import DerivedStates, _Memo
 from creative_memory.engine.constants import DERIVATION_VERSION
-from creative_memory.engine.derivation import (
-    v2,  # noqa: F401  (registers derivation version "2")
-    v3,  # noqa: F401  (registers derivation version "3")
-)
-from creative_memory.engine.derivation.v1 import DerivedState, check_version
+from creative_memory.engine.derivation.registry import DerivedState, check_version
 from creative_memory.engine.erasure import anchored, forget_filter, in_bucket
 from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.events import (

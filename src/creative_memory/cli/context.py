@@ -118,7 +118,7 @@ def validator(check: Callable[[str], str]) -> Callable[..., Any]:
 
 
 def _check_version(value: str) -> str:
-    from creative_memory.engine.derivation.v1 import check_version
+    from creative_memory.engine.derivation.registry import check_version
 
     return check_version(value)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from creative_memory.engine.derivation.v1 import new_state
+from creative_memory.engine.derivation.registry import new_state
 from creative_memory.engine.events import (
     ComparisonEvent,
     DecayPassEvent,

@@ -1,0 +1,217 @@
+"""Version 3's fit of a bucket: version 2's statistics and model, fitted through the
+sparse :class:`~.operator.Operator`, with exact variances only where a strength can be
+above 0 (docs/engine.md, "Version 3")."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from creative_memory.engine.derivation.v2.model import Fit, Model, by_reinforcement, class_sums
+from creative_memory.engine.derivation.v3.operator import (
+    CG_TOLERANCE,
+    CG_TOLERANCE_EM,
+    Operator,
+    class_arrays,
+)
+
+
+def needs_exact_variance(beta: Any, threshold: Any, n0: int) -> list[int]:
+    """The feature positions whose strength can be above 0: ``|β| > z·σ/√M_ff`` (for any
+    other, the exact variance could only be larger, so its strength is 0 either way)."""
+    import numpy as np
+
+    return [int(p) for p in np.flatnonzero(np.abs(beta[1:n0]) > threshold[1:n0]) + 1]
+
+
+class Column(Mapping[int, float]):
+    """A fitted vector seen as column → value (positions through ``pos``), without
+    building a dict of every column on each fit."""
+
+    def __init__(self, vec: Any, pos: Mapping[int, int]) -> None:
+        self.vec, self.pos = vec, pos
+
+    def __getitem__(self, col: int) -> float:
+        return float(self.vec[self.pos[col]])
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.pos)
+
+    def __len__(self) -> int:
+        return len(self.pos)
+
+
+class Variances(dict[int, float]):
+    """Exact variances of the features that need them; for any other feature, the lower
+    bound ``σ² / M_ff`` (at which its strength is 0 anyway — see the module docstring)."""
+
+    def __init__(self, bound: Mapping[int, float]) -> None:
+        super().__init__()
+        self.bound = bound
+
+    def __missing__(self, col: int) -> float:
+        return self.bound[col]
+
+
+@dataclass
+class FitV3(Fit):
+    """Version 2's fit record without the dense inverse: the operator solves on demand."""
+
+    operator: Any = None
+    # per feature, in canonical key order: estimate, variance (exact where it matters),
+    # unary and reinforcing contributions
+    vectors: tuple[Any, Any, Any, Any] | None = None
+    keys: list[tuple[str, str]] | None = None
+
+    def variance(self, col: int) -> float:
+        """The exact ``σ² [M⁻¹]_ff`` of column ``col`` (computed once, then kept)."""
+        if dict.__contains__(self.var, col):
+            return self.var[col]
+        value = self.sigma2 * float(self.inverse_row(col)[self.pos[col]])
+        self.var[col] = value
+        return value
+
+    def inverse_row(self, col: int) -> Any:
+        """Row ``col`` of ``M⁻¹`` (one solve)."""
+        import numpy as np
+
+        e = np.zeros(self.operator.n)
+        e[self.pos[col]] = 1.0
+        return self.operator.solve(e)
+
+
+class ModelV3(Model):
+    """Version 2's statistics, fitted with the sparse operator and conjugate gradients."""
+
+    _layout_cache: tuple[int, tuple[Any, ...]] | None = None
+
+    def _layout(self) -> tuple[Any, ...]:
+        """The canonical layout of the unknowns (kept until a feature is added): features
+        in ``(type, pattern)`` order, the types with a level, each column's position, and
+        the position → type-level map."""
+        import numpy as np
+
+        if self._layout_cache is not None and self._layout_cache[0] == len(self.features):
+            return self._layout_cache[1]
+        feats, types, tpos, order, pos = self.canonical_layout()
+        n0 = len(order)
+        ftype = np.full(n0, -1, dtype=np.int64)
+        for p, (k, _) in enumerate(feats, start=1):
+            if k[0] in tpos:
+                ftype[p] = n0 + tpos[k[0]]
+        lookup = np.zeros(len(self.keys), dtype=np.int64)
+        lookup[order] = np.arange(n0)
+        layout = (feats, types, order, pos, ftype, lookup)
+        self._layout_cache = (len(self.features), layout)
+        return layout
+
+    def solve(self) -> Fit:
+        if self.fit is not None:
+            return self.fit
+        import numpy as np
+
+        table = self.table
+        feats, types, order, pos, ftype, lookup = self._layout()
+        n0 = len(order)
+        n = n0 + len(types)
+        parts = class_arrays(self, lookup)
+        classes = sorted(self.nrows)
+        b_kind = {kind: self._extend_v3(vec, pos, ftype, n0, n) for kind, vec in self.xy.items()}
+        b_c = class_sums(table, b_kind, classes, n)
+        s0 = table.sigma_prior
+        # pass 1: every class at its table weight; its residuals give each class's variance
+        ones = dict.fromkeys(classes, 1.0)
+        structure: dict[str, Any] = {}
+        op1 = Operator(parts, ones, ftype, n0, n, structure)
+        beta1 = self._emvs_v3(op1, b_c, ones, n0, n, s0)[0]
+        u1 = beta1[:n0].copy()  # Eᵀ β: each feature's effect plus its type level
+        u1[op1.has] += beta1[ftype[op1.has]]
+        quad = {  # βᵀ E A_c Eᵀ β
+            c: float(np.sum(parts[c][2] * u1[parts[c][0]] * u1[parts[c][1]])) for c in classes
+        }
+        noise = self.class_noise(quad, b_c, beta1)
+        # pass 2: each class weighted by the inverse of its residual variance
+        omega = {c: 1.0 / noise[c] for c in classes}
+        op = Operator(parts, omega, ftype, n0, n, structure)
+        beta_v, sigma2, slab, prior = self._emvs_v3(op, b_c, omega, n0, n, 1.0)
+        op.prior = prior
+        unary_b, reinf_b = by_reinforcement(table, b_kind, omega, n)
+        both = op.solve(np.stack([unary_b, reinf_b], axis=1))
+        bu, br = both[:, 0], both[:, 1]
+        # exact variances for the features whose strength can be above 0 (module docstring)
+        z_pos, z_neg = table.z_positive, table.z_negative
+        z_min = min(z_pos, z_neg)
+        m_diag = op.gram_diag + prior
+        bound = np.sqrt(sigma2 / m_diag)
+        z_of = np.where(beta_v > 0.0, z_pos, z_min)  # β = 0 keeps either polarity: z_min
+        z_of = np.where(beta_v < 0.0, z_neg, z_of)
+        need = needs_exact_variance(beta_v, z_of * bound, n0)
+        var_vec = sigma2 / m_diag  # the bound, replaced by the exact value where needed
+        var = Variances(Column(var_vec, pos))
+        if need:
+            rhs = np.zeros((n, len(need)))
+            rhs[need, np.arange(len(need))] = 1.0
+            sol = op.solve(rhs)
+            var_vec = var_vec.copy()
+            for j, at in enumerate(need):
+                value = sigma2 * float(sol[at, j])
+                var[order[at]] = value
+                var_vec[at] = value
+        self.fit = FitV3(
+            sigma2=sigma2,
+            order=order,
+            pos=pos,
+            inverse=None,
+            beta=Column(beta_v, pos),
+            var=var,
+            unary=Column(bu, pos),
+            reinforcing=Column(br, pos),
+            level={t: float(beta_v[n0 + i]) for i, t in enumerate(types)},
+            slab=Column(slab, pos),
+            precision=Column(prior, pos),
+            noise=noise,
+            omega=omega,
+            b_kind=b_kind,
+            operator=op,
+            vectors=(beta_v[1:n0], var_vec[1:n0], bu[1:n0], br[1:n0]),
+            keys=[k for k, _ in feats],
+        )
+        return self.fit
+
+    def _emvs_v3(
+        self,
+        op: Operator,
+        b_c: Mapping[str, Any],
+        omega: Mapping[str, float],
+        n0: int,
+        n: int,
+        s0: float,
+    ) -> tuple[Any, float, Any, Any]:
+        """Version 2's spike-and-slab EM steps with conjugate-gradient solves (warm-started
+        from the previous step) and the Neumann estimate of ``diag(M⁻¹)``."""
+        import numpy as np
+
+        b_all = sum((omega[c] * b_c[c] for c in sorted(omega)), np.zeros(n))
+
+        def ridge(prior: Any, previous: Any, last: bool) -> tuple[Any, float]:
+            op.prior = prior
+            beta = op.solve(b_all, previous, CG_TOLERANCE if last else CG_TOLERANCE_EM)
+            return beta, float(prior @ op.inverse_diagonal())
+
+        return self.spike_slab_em(b_all, omega, n0, n, s0, ridge)
+
+    @staticmethod
+    def _extend_v3(
+        vec: Mapping[int, int], pos: Mapping[int, int], ftype: Any, n0: int, n: int
+    ) -> Any:
+        """``E b`` without a dense ``E``: a kind's ``Σ w·y·x``, type levels appended."""
+        import numpy as np
+
+        out = np.zeros(n)
+        for c, v in vec.items():
+            out[pos[c]] += float(v)
+        has = np.flatnonzero(ftype >= 0)
+        if len(has):
+            out[n0:] = np.bincount(ftype[has] - n0, weights=out[has], minlength=n - n0)
+        return out

@@ -1,0 +1,277 @@
+"""Version 3's solver: the normal matrix of a bucket as a sparse operator, solved by
+preconditioned conjugate gradients (docs/performance.md, "Scaling with the vocabulary")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from creative_memory.engine.derivation.v2.model import Model
+
+#: Conjugate gradients stop at ``‖r‖ ≤ CG_TOLERANCE · ‖b‖`` (or after ``CG_MAX_STEPS``);
+#: the EM steps before the last of a pass, which only set the next step's precisions,
+#: stop at ``CG_TOLERANCE_EM``.
+CG_TOLERANCE: Final = 1e-12
+CG_TOLERANCE_EM: Final = 1e-9
+CG_MAX_STEPS: Final = 1000
+#: Buckets with at most this many unknowns are solved directly (LU), larger ones by CG.
+DENSE_MAX: Final = 256
+
+
+def class_arrays(model: Model, lookup: Any) -> dict[str, tuple[Any, Any, Any]]:
+    """Each noise class's ``A`` as symmetric coordinate arrays (rows, cols, values) over
+    the canonical positions (``lookup``: column → position)."""
+    import numpy as np
+
+    out: dict[str, tuple[Any, Any, Any]] = {}
+    for c in sorted(model.nrows):
+        xx = model.xx.get(c, {})
+        m = len(xx)
+        ij = np.fromiter((k for pair in xx for k in pair), dtype=np.int64, count=2 * m)
+        ij = lookup[ij].reshape(m, 2) if m else np.zeros((0, 2), dtype=np.int64)
+        vals = np.fromiter(xx.values(), dtype=np.float64, count=m)
+        off = ij[:, 0] != ij[:, 1]
+        rows = np.concatenate([ij[:, 0], ij[off, 1]])
+        cols = np.concatenate([ij[:, 1], ij[off, 0]])
+        out[c] = (rows, cols, np.concatenate([vals, vals[off]]))
+    return out
+
+
+class Operator:
+    """``M = E A Eᵀ + Λ`` of one bucket, applied without forming it (numpy arrays).
+
+    ``A = Σ_c ω_c A_c`` over the classes' coordinate arrays; ``ftype`` maps a feature's
+    position to its type level's position (or -1)."""
+
+    def __init__(
+        self,
+        parts: Mapping[str, tuple[Any, Any, Any]],
+        omega: Mapping[str, float],
+        ftype: Any,
+        n0: int,
+        n: int,
+        structure: dict[str, Any] | None = None,
+    ) -> None:
+        import numpy as np
+
+        self.n0, self.n = n0, n
+        # what operators of one fit over the same classes share (see _off_diagonal)
+        self.structure: dict[str, Any] = {} if structure is None else structure
+        self.ftype = ftype
+        self.has = np.flatnonzero(ftype >= 0)
+        classes = sorted(c for c in omega if c in parts)
+        if classes:
+            self.rows = np.concatenate([parts[c][0] for c in classes])
+            self.cols = np.concatenate([parts[c][1] for c in classes])
+            self.vals = np.concatenate([omega[c] * parts[c][2] for c in classes])
+        else:
+            self.rows = self.cols = np.zeros(0, dtype=np.int64)
+            self.vals = np.zeros(0)
+        # diag(E A Eᵀ): features and intercept from A's diagonal; a type level sums the
+        # block of its patterns
+        g = np.zeros(n)
+        diag = self.rows == self.cols
+        g[:n0] = np.bincount(self.rows[diag], weights=self.vals[diag], minlength=n0)
+        if n > n0 and len(self.rows):
+            tr = ftype[self.rows]
+            tc = ftype[self.cols]
+            same = (tr >= 0) & (tr == tc)
+            g[n0:] += np.bincount(tr[same] - n0, weights=self.vals[same], minlength=n - n0)
+        self.gram_diag = g
+        self.prior = np.zeros(n)
+        self._off: tuple[Any, Any, Any] | None = None
+        self._dense: Any = None
+        self._border_cache: tuple[Any, Any, Any] | None = None
+        self._features: Any = None
+
+    def gram(self, v: Any) -> Any:
+        """``E A Eᵀ v`` for a vector ``v`` (length n) or a matrix (n × k)."""
+        import numpy as np
+
+        if v.ndim == 2:
+            if v.shape[1] == 1:  # one column: the vector product is cheaper
+                return self.gram(v[:, 0])[:, None]
+            return self._gram_block(v)
+        n0 = self.n0
+        u = v[:n0].copy()
+        if len(self.has):
+            u[self.has] += v[self.ftype[self.has]]
+        w = np.bincount(self.rows, weights=self.vals * u[self.cols], minlength=n0)
+        out = np.zeros(self.n)
+        out[:n0] = w
+        if self.n > n0 and len(self.has):
+            t = self.ftype[self.has] - n0
+            out[n0:] = np.bincount(t, weights=w[self.has], minlength=self.n - n0)
+        return out
+
+    def inverse_diagonal(self) -> Any:
+        """An estimate of ``diag(M⁻¹)`` at the current precisions: the first two terms of
+        the Neumann series, ``1/Mᵢᵢ + Σ_{j≠i} Mᵢⱼ² / (Mᵢᵢ² Mⱼⱼ)``, over the off-diagonal
+        entries of the extended matrix (features, intercept and type levels)."""
+        import numpy as np
+
+        if self._off is None:
+            self._off = self._off_diagonal()
+        rows, cols, vals = self._off
+        m = self.gram_diag + self.prior
+        second = np.bincount(rows, weights=vals * vals / m[cols], minlength=self.n)
+        return 1.0 / m + second / (m * m)
+
+    def _off_diagonal(self) -> tuple[Any, Any, Any]:
+        """The off-diagonal entries of ``E A Eᵀ`` as unique coordinates: ``A``'s own, and
+        those through the type levels (a level is the sum of its patterns' columns)."""
+        import numpy as np
+
+        r, c, v = self.rows, self.cols, self.vals
+        shared = self.structure
+        if shared.get("entries") != len(r):  # the coordinates: the same for every weighting
+            tr, tc = self.ftype[r], self.ftype[c]
+            to_level, from_level = tc >= 0, tr >= 0
+            both = to_level & from_level
+            rows = np.concatenate([r, r[to_level], tr[from_level], tr[both]])
+            cols = np.concatenate([c, tc[to_level], c[from_level], tc[both]])
+            keys, where = np.unique(rows * self.n + cols, return_inverse=True)
+            ur, uc = keys // self.n, keys % self.n
+            off = ur != uc
+            shared.update(
+                entries=len(r), masks=(to_level, from_level, both), where=where, off=off,
+                ur=ur[off], uc=uc[off],
+            )  # fmt: skip
+        to_level, from_level, both = shared["masks"]
+        vals = np.concatenate([v, v[to_level], v[from_level], v[both]])
+        sums = np.bincount(shared["where"], weights=vals)
+        return shared["ur"], shared["uc"], sums[shared["off"]]
+
+    def apply(self, v: Any) -> Any:
+        """``M v`` at the current prior precisions."""
+        if v.ndim == 1:
+            return self.gram(v) + self.prior * v
+        return self.gram(v) + self.prior[:, None] * v
+
+    def _dense_gram(self) -> Any:
+        """``E A Eᵀ`` as a dense matrix (small buckets only: see :meth:`solve`)."""
+        import numpy as np
+
+        if self._dense is None:
+            a = np.zeros((self.n0, self.n0))
+            np.add.at(a, (self.rows, self.cols), self.vals)
+            ext = np.zeros((self.n, self.n0))
+            ext[np.arange(self.n0), np.arange(self.n0)] = 1.0
+            ext[self.ftype[self.has], self.has] = 1.0
+            self._dense = ext @ a @ ext.T
+        return self._dense
+
+    def _preconditioner(self) -> Callable[[Any], Any]:
+        """``P⁻¹`` for the current precisions, where ``P`` keeps the border of ``M`` exact
+        (the intercept and the type levels, which touch every feature of their type) and
+        the feature block's diagonal: a block factorisation with the small Schur complement
+        ``S = M_BB − M_BF D_F⁻¹ M_FB``. Falls back to the diagonal (Jacobi) when ``S`` is
+        not positive definite or there is no border."""
+        import numpy as np
+
+        d = self.gram_diag + self.prior
+        inv_d = 1.0 / d
+        border = self._border()
+        if border is None:
+            return lambda r: inv_d * r if r.ndim == 1 else inv_d[:, None] * r
+        at, m_fb, m_bb = border  # border positions, M[features, border], G[border, border]
+        f_inv = inv_d[self._features]
+        s_mat = m_bb + np.diag(self.prior[at]) - m_fb.T @ (f_inv[:, None] * m_fb)
+        try:
+            chol = np.linalg.cholesky(s_mat)
+        except np.linalg.LinAlgError:
+            return lambda r: inv_d * r if r.ndim == 1 else inv_d[:, None] * r
+        s_inv = np.linalg.inv(chol).T @ np.linalg.inv(chol)
+        feats = self._features
+
+        def apply(r: Any) -> Any:
+            rf = r[feats]
+            scaled = f_inv * rf if r.ndim == 1 else f_inv[:, None] * rf
+            y_b = s_inv @ (r[at] - m_fb.T @ scaled)
+            out = np.empty_like(r)
+            out[at] = y_b
+            out[feats] = (
+                f_inv * (rf - m_fb @ y_b) if r.ndim == 1 else f_inv[:, None] * (rf - m_fb @ y_b)
+            )
+            return out
+
+        return apply
+
+    def _border(self) -> tuple[Any, Any, Any] | None:
+        """The border's positions, ``G[features, border]`` and ``G[border, border]``."""
+        import numpy as np
+
+        if self._border_cache is None:
+            at = np.concatenate([[0], np.arange(self.n0, self.n)]).astype(np.int64)
+            eye = np.zeros((self.n, len(at)))
+            eye[at, np.arange(len(at))] = 1.0
+            cols = self._gram_block(eye)
+            self._features = np.arange(1, self.n0)
+            self._border_cache = (at, cols[self._features], cols[at])
+        return self._border_cache
+
+    def _gram_block(self, v: Any) -> Any:
+        """:meth:`gram` of every column of ``v`` (n × k) in one pass: one scatter-add over
+        the entries × columns."""
+        import numpy as np
+
+        n0, k = self.n0, v.shape[1]
+        cols = np.arange(k)
+        u = v[:n0].copy()
+        if len(self.has):
+            u[self.has] += v[self.ftype[self.has]]
+        at = (self.rows[:, None] * k + cols[None, :]).ravel()
+        w = np.bincount(at, weights=(self.vals[:, None] * u[self.cols]).ravel(), minlength=n0 * k)
+        w = w.reshape(n0, k)
+        out = np.zeros((self.n, k))
+        out[:n0] = w
+        if self.n > n0 and len(self.has):
+            t = ((self.ftype[self.has] - n0)[:, None] * k + cols[None, :]).ravel()
+            out[n0:] = np.bincount(
+                t, weights=w[self.has].ravel(), minlength=(self.n - n0) * k
+            ).reshape(self.n - n0, k)
+        return out
+
+    def _conjugate_gradients(self, b: Any, x0: Any | None, tolerance: float) -> Any:
+        """Preconditioned conjugate gradients for every column of ``b`` (n × k) at once,
+        from ``x0`` (default 0), each column with its own step sizes and its own stopping
+        test (``‖r‖ ≤ tolerance · ‖b‖``) — a converged column is left as it is while the
+        others go on."""
+        import numpy as np
+
+        precondition = self._preconditioner()
+        x = np.zeros(b.shape) if x0 is None else x0.copy()
+        r = b.copy() if x0 is None else b - self.apply(x)
+        limit = tolerance * tolerance * np.einsum("ij,ij->j", b, b)
+        z = precondition(r)
+        p = z.copy()
+        rz = np.einsum("ij,ij->j", r, z)
+        for _ in range(CG_MAX_STEPS):
+            active = np.einsum("ij,ij->j", r, r) > limit
+            if not active.any():
+                break
+            q = self.apply(p)
+            pq = np.einsum("ij,ij->j", p, q)
+            active &= pq > 0.0
+            alpha = np.where(active, rz / np.where(active, pq, 1.0), 0.0)
+            x += alpha * p
+            r -= alpha * q
+            z_new = precondition(r)
+            rz_new = np.einsum("ij,ij->j", r, z_new)
+            beta = np.where(active, rz_new / np.where(active, rz, 1.0), 0.0)
+            p = np.where(active, z_new + beta * p, p)
+            rz = np.where(active, rz_new, rz)
+        return x
+
+    def solve(self, b: Any, x0: Any | None = None, tolerance: float = CG_TOLERANCE) -> Any:
+        """``M⁻¹ b`` (``b``: a vector or the columns of a matrix): a direct solve when the
+        bucket has at most ``DENSE_MAX`` unknowns (cheaper there than the iterations'
+        overhead), else conjugate gradients from ``x0`` (default 0)."""
+        import numpy as np
+
+        if self.n <= DENSE_MAX:
+            return np.linalg.solve(self._dense_gram() + np.diag(self.prior), b)
+        if b.ndim == 2:
+            return self._conjugate_gradients(b, x0, tolerance)
+        start = None if x0 is None else x0[:, None]
+        return self._conjugate_gradients(b[:, None], start, tolerance)[:, 0]

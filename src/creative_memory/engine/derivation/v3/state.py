@@ -1,0 +1,126 @@
+"""The version-3 state: version 2's, with the scalable fit, record rules computed for all
+features at once, and provisional append reports (docs/engine.md, "Version 3").
+
+:class:`DerivedStateV3` is a deliberate subclass of
+:class:`~creative_memory.engine.derivation.v2.DerivedStateV2`: the same table, statistics,
+fold hooks and explanations (through its public in-package methods ``model``,
+``records_for``, ``record`` and ``evidence_for``), another :attr:`model_class`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from creative_memory.engine.derivation.v2.features import content_id
+from creative_memory.engine.derivation.v2.model import Model
+from creative_memory.engine.derivation.v2.state import QUIET, DerivedStateV2
+from creative_memory.engine.derivation.v3.model import FitV3, ModelV3
+from creative_memory.engine.ids import bucket_of_scope, scope_of
+from creative_memory.engine.models import Preference
+
+
+class DerivedStateV3(DerivedStateV2):
+    """Version 3 state: version 2's with the scalable fit and provisional append reports."""
+
+    model_class = ModelV3
+
+    def __init__(self, version: str) -> None:
+        super().__init__(version)
+        # bucket → (feature keys, polarity, strength, status, (events, decay_at) per feature,
+        # records) of the last materialisation: see _records_for
+        self._built: dict[str | None, tuple[Any, ...]] = {}
+
+    def records_for(self, bucket_id: str | None, model: Model) -> list[Preference]:
+        """Version 2's record rules, computed for all features at once."""
+        if not model.features:
+            self._built.pop(bucket_id, None)
+            return []
+        import numpy as np
+
+        fit = model.solve()
+        assert isinstance(fit, FitV3) and fit.vectors is not None and fit.keys is not None
+        beta, var, cu, cr = fit.vectors
+        table = self.table
+        z_pos, z_neg = table.z_positive, table.z_negative
+        full = table.full_effect
+        cap = table.provisional_cap
+        contest = table.contest_min
+        factor = table.decay_factor
+        feats = [model.features[k] for k in fit.keys]
+        support = np.array([f.support for f in feats], dtype=np.int64).reshape(-1, 2)
+        positive = np.where(beta != 0.0, beta > 0.0, support[:, 0] >= support[:, 1])
+        sd = np.sqrt(np.maximum(var, 0.0))
+        z = np.where(positive, z_pos, z_neg)
+        strength = np.minimum(np.maximum((np.abs(beta) - z * sd) / full, 0.0), 1.0)
+        reinforced = np.where(positive, support[:, 0], support[:, 1]) > 0
+        strength = np.where(reinforced, strength, np.minimum(strength, cap))
+        steps = np.array([f.decay_steps for f in feats], dtype=np.int64)
+        for j in np.flatnonzero(steps).tolist():  # Python's float power, as in version 2
+            strength[j] = float(strength[j]) * factor ** int(steps[j])
+        contested = (cu * cr < 0.0) & (np.minimum(np.abs(cu), np.abs(cr)) >= contest)
+        archived = np.array([f.archived for f in feats], dtype=bool)
+        status = np.where(archived, 2, np.where(contested, 1, 0))
+        stamp = np.array([(f.events, f.decay_at_ms) for f in feats], dtype=np.int64).reshape(-1, 2)
+        # what each record depends on besides its feature's identity; last_seen changes only
+        # with ``events``. A record whose inputs are unchanged is kept (provenance updated).
+        prev = self._built.get(bucket_id)
+        if prev is not None and prev[0] == fit.keys:
+            _, p_pos, p_strength, p_status, p_stamp, p_recs = prev
+            changed = (
+                (positive != p_pos)
+                | (strength != p_strength)
+                | (status != p_status)
+                | (stamp != p_stamp).any(axis=1)
+            )
+            out = list(p_recs)
+            for rec in out:
+                rec.last_derived_event_seq = self.last_seq
+            todo = np.flatnonzero(changed).tolist()
+        else:
+            out = [QUIET] * len(feats)
+            todo = list(range(len(feats)))
+        scope = scope_of(bucket_id)
+        names = ("stable", "under_review", "archived")
+        for i in todo:
+            key, f = fit.keys[i], feats[i]
+            s_i = float(strength[i])
+            polarity = "positive" if positive[i] else "negative"
+            out[i] = self.record(bucket_id, key, f, polarity, s_i, names[int(status[i])], scope)
+        self._built[bucket_id] = (list(fit.keys), positive, strength, status, stamp, out)
+        return out
+
+    def evidence_for(self, record: Preference) -> dict[str, Any]:
+        """Version 2's evidence, with the exact uncertainty of this feature."""
+        out = super().evidence_for(record)
+        model = self.models[bucket_of_scope(record.scope)]
+        fit = model.solve()
+        assert isinstance(fit, FitV3)
+        f = model.features[(record.preference_type, record.pattern)]
+        sd = math.sqrt(max(fit.variance(f.col), 0.0))
+        out["sd"] = sd
+        out["lower_bound"] = abs(out["estimate"]) - self.table.z(record.polarity) * sd
+        return out
+
+    def report(self, rec: Preference) -> Preference:
+        """The record an append returns, without fitting: the feature's counts, sources,
+        tags and times as of this event, on the strength and polarity of the last fit
+        (strength 0 for a feature the last fit did not know). The next read fits."""
+        bucket_id = bucket_of_scope(rec.scope)
+        model = self.models.get(bucket_id)
+        key = (rec.preference_type, rec.pattern)
+        f = None if model is None else model.features.get(key)
+        if f is None:
+            return super().export_record(rec)
+        live = self.bucket_for(bucket_id).live(rec.preference_type, rec.pattern, rec.polarity)
+        base = live if live is not None else rec
+        out = base.copy()
+        out.id = content_id(bucket_id, key, base.polarity)
+        out.sources, out.accept_count, out.reject_count, out.explicit_tags, out.decay_at = (
+            f.summary()
+        )
+        out.last_seen = f.last_seen
+        out.source_event_count = f.events
+        out.derivation_version = self.version
+        out.last_derived_event_seq = self.last_seq
+        return out
