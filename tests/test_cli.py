@@ -684,7 +684,7 @@ def test_reset_scopes(cli: Cli) -> None:
     r = cli.ok("reset", "--confirm", "--scope", "global")
     assert cli.json("inspect")["preferences"] == []
     doc = cli.json("reset", "--confirm")
-    assert doc == {"user_id": "alice", "scope": "all", "events_remaining": 0}
+    assert doc == {"user_id": "alice", "scope": "all", "events_removed": 2, "events_remaining": 0}
     assert cli.json("inspect")["settings"]["memory_enabled"] is True  # a full reset re-enables
     assert b"airy_spacing" not in _user_bytes(cli.root)
 

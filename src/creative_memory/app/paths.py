@@ -24,20 +24,18 @@ from __future__ import annotations
 
 import getpass
 import os
-import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Final
 
+from creative_memory.engine.ids import safe_name
+
 APP_NAME: Final = "creative-memory"
 
 #: Sources of the storage root, in precedence order.
 ROOT_SOURCES: Final = ("--data-dir", "OD_DATA_DIR", "MEMORY_STORAGE_ROOT", "platform")
-
-_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_-]")
-
 
 class PathConfigError(ValueError):
     """The environment or a flag names an unusable storage root (one-line message)."""
@@ -170,11 +168,6 @@ def check_root(path: Path) -> None:
         raise PathConfigError(f"data dir {path} is unusable: {probe} is not a directory")
     if probe == path and not os.access(path, os.R_OK | os.X_OK):
         raise PathConfigError(f"data dir {path} is not readable (permission denied)")
-
-
-def safe_name(name: str) -> str:
-    """``name`` with every character outside ``[A-Za-z0-9_-]`` replaced by ``_``."""
-    return _UNSAFE.sub("_", name)
 
 
 def login_name() -> str:

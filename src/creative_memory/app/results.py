@@ -11,6 +11,8 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from creative_memory.engine.settings import UserSettings
+
 
 class SettingsView(msgspec.Struct, kw_only=True):
     """A user's settings as every surface shows them, with whether a pause is in force."""
@@ -21,6 +23,18 @@ class SettingsView(msgspec.Struct, kw_only=True):
     disabled_projects: list[str]
     diagnostics_feed: bool
     paused_now: bool
+
+    @classmethod
+    def of(cls, settings: UserSettings, paused_now: bool) -> SettingsView:
+        """The view of stored ``settings`` (``paused_now``: whether the pause is in force)."""
+        return cls(
+            memory_enabled=settings.memory_enabled,
+            paused=settings.paused,
+            paused_until=settings.paused_until,
+            disabled_projects=list(settings.disabled_projects),
+            diagnostics_feed=settings.diagnostics_feed,
+            paused_now=paused_now,
+        )
 
 
 class SettingsChange(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

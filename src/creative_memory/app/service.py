@@ -54,7 +54,6 @@ from creative_memory.engine.prompt import (
     insert_memory_block_into_prompt,
     summarize_diagnostics,
 )
-from creative_memory.engine.settings import UserSettings
 from creative_memory.engine.timeutil import format_ts, try_parse_ts
 from creative_memory.storage.files.fsutil import atomic_write
 
@@ -93,7 +92,7 @@ class MemoryService:
     # settings -----------------------------------------------------------------------------
     def settings(self, user_id: str) -> SettingsView:
         """The user's settings and whether a pause is in force now."""
-        return _view(self.store.get_settings(user_id), self.store.is_paused(user_id))
+        return SettingsView.of(self.store.get_settings(user_id), self.store.is_paused(user_id))
 
     def set_enabled(self, user_id: str, enabled: bool) -> SettingsView:
         """The soft kill switch: off means nothing is learned or injected (nothing deleted)."""
@@ -435,17 +434,6 @@ class MemoryService:
         if ms <= self.store.now_ms():
             raise ValidationError(field, f"{field} {format_ts(ms)} is in the past")
         return format_ts(ms)
-
-
-def _view(settings: UserSettings, paused_now: bool) -> SettingsView:
-    return SettingsView(
-        memory_enabled=settings.memory_enabled,
-        paused=settings.paused,
-        paused_until=settings.paused_until,
-        disabled_projects=list(settings.disabled_projects),
-        diagnostics_feed=settings.diagnostics_feed,
-        paused_now=paused_now,
-    )
 
 
 def _where(project_id: str | None) -> str:

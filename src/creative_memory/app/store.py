@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 
 from creative_memory.app.derived import DerivedStates, _Memo
+from creative_memory.app.results import SettingsView
 from creative_memory.engine.constants import DERIVATION_VERSION
 from creative_memory.engine.derivation.registry import DerivedState, check_version
 from creative_memory.engine.erasure import anchored, forget_filter, in_bucket
@@ -508,10 +509,9 @@ class MemoryStore:
         return {
             "user_id": user_id,
             "derivation_version": self.derivation_version,
-            "settings": {
-                **msgspec.to_builtins(settings),
-                "paused_now": self._is_paused(settings),
-            },
+            "settings": msgspec.to_builtins(
+                SettingsView.of(settings, self._is_paused(settings))
+            ),
             "preferences": [r.to_dict() for r in self._all_records(user_id)],
             "event_count": len(self.events(user_id)),
             "project_id": project_id,

@@ -69,6 +69,7 @@ def reset(state: State, confirm: bool, scope: str) -> None:
             {
                 "user_id": result.user_id,
                 "scope": result.scope,
+                "events_removed": result.events_removed,
                 "events_remaining": result.events_remaining,
             }
         )

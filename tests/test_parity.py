@@ -1,0 +1,542 @@
+"""One table of cases through the library, the CLI and the HTTP API (docs/architecture.md,
+"One answer on every surface").
+
+Every case names an operation and its input; each surface turns it into its own call (a
+``MemoryStore`` method, a ``creative-memory`` command line run in-process, an HTTP request
+to the ASGI app) and the outcomes are compared: the same acceptance, an error of the same
+class naming the same field (each surface spells the field its own way: ``until`` /
+``--until`` / ``paused_until``), the same counts, and nothing written when it fails.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+from click.testing import CliRunner
+from creative_memory.http.app import create_app
+from starlette.testclient import TestClient
+
+from creative_memory import CaptureLayer, MemoryStore
+from creative_memory.cli.main import main as cli_main
+from creative_memory.http.auth import DaemonFiles
+from creative_memory.http.config import DaemonConfig
+
+U = "alice"
+PORT = 7744
+FUTURE = "2999-01-01T00:00:00Z"
+PAST = "2001-01-01T00:00:00Z"
+
+
+def wire(kind: str, pattern: str, ptype: str = "color", **extra: Any) -> dict[str, Any]:
+    """A wire-format event for ``U`` (explicit tags are delivered at once: no coalescing)."""
+    ev: dict[str, Any] = {
+        "event": kind,
+        "user_id": U,
+        "artifact_id": f"art-{pattern}",
+        "session_id": "s1",
+        "project_id": None,
+        "timestamp": "2026-03-01T10:00:00Z",
+        "artifact_meta": {"signals": [{"preference_type": ptype, "pattern": pattern}]},
+    }
+    ev.update(extra)
+    return ev
+
+
+def tag(pattern: str, text: str, ptype: str = "color", **extra: Any) -> dict[str, Any]:
+    return wire("explicit_tag_applied", pattern, ptype, tag_text=text, **extra)
+
+
+SEED = [
+    tag("neon_palette", "too noisy"),
+    tag("neon_palette", "not this"),
+    tag("airy_spacing", "love this", "layout"),
+    tag("condensed_display", "love this", "typography", project_id="landing"),
+]
+
+
+def seed(root: Path) -> None:
+    store = MemoryStore(root)
+    with CaptureLayer(store) as layer:
+        for i, ev in enumerate(SEED):
+            report = layer.submit({**ev, "artifact_id": f"seed-{i}"}, store.now_ms())
+            assert report.accepted == 1, report.to_dict()
+    store.close()
+
+
+# -- outcomes --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Outcome:
+    """``kind`` is ok / invalid / not_found; ``field`` as the surface spelled it; ``data`` the
+    numbers a case compares (events removed, accepted, rejected...)."""
+
+    kind: str
+    field: str | None = None
+    data: tuple[tuple[str, Any], ...] = ()
+
+
+def ok(**data: Any) -> Outcome:
+    return Outcome("ok", None, tuple(sorted(data.items())))
+
+
+@dataclass
+class Case:
+    name: str
+    op: str
+    args: dict[str, Any] = field(default_factory=dict)
+    expect: str = "ok"  # ok / invalid / not_found
+    fields: dict[str, str] = field(default_factory=dict)  # surface -> field name, or "*"
+    surfaces: tuple[str, ...] = ("lib", "cli", "http")
+
+    def field_for(self, surface: str) -> str | None:
+        return self.fields.get(surface, self.fields.get("*"))
+
+
+# -- the library -----------------------------------------------------------------------------
+def run_lib(root: Path, case: Case) -> Outcome:
+    store = MemoryStore(root)
+    a = case.args
+    try:
+        data: dict[str, Any] = {}
+        op = case.op
+        if op == "pause":
+            store.pause(U, a.get("until"))
+        elif op == "resume":
+            store.resume(U)
+        elif op == "enable":
+            store.set_memory_enabled(U, a["on"])
+        elif op == "project":
+            store.set_project_disabled(U, a["project"], a["ignore"])
+        elif op == "feed":
+            store.set_diagnostics_feed(U, True)
+        elif op == "inspect":
+            store.inspect(U, a.get("project"))
+        elif op == "list":
+            store.list_preferences(U, scope=a["scope"])
+        elif op == "explain":
+            exp = store.explain(U, a["type"], a["pattern"], project_id=a.get("project"))
+            if not exp.steps and not exp.records:
+                return Outcome("not_found", "pattern")
+        elif op == "forget":
+            n = store.forget(U, a["type"], a["pattern"], project_id=a.get("project"))
+            data["removed"] = n
+        elif op == "reset":
+            store.reset_memory(U, a["scope"])  # returns nothing: no count to compare
+        elif op == "export":
+            store.export_memory(U, root.parent / "out.json")
+        elif op == "import":
+            src = root.parent / "in.json"
+            src.write_bytes(a["data"])
+            data["added"] = store.import_memory(U, src, mode=a.get("mode", "merge"))
+        elif op == "ingest":
+            with CaptureLayer(store) as layer:
+                report = layer.submit_many(a["events"], store.now_ms())
+            data["accepted"], data["rejected"] = report.accepted, report.rejected
+        elif op == "retrieve":
+            store.retrieve_for_injection(U, {"project_id": a.get("project")})
+        else:  # pragma: no cover - a case naming an unknown operation is a bug in the table
+            raise AssertionError(op)
+        return ok(**data)
+    except ValueError as exc:
+        return Outcome("invalid", getattr(exc, "field", None))
+    finally:
+        store.close()
+
+
+# -- the CLI ---------------------------------------------------------------------------------
+def cli_args(root: Path, case: Case) -> tuple[list[str], bytes | None]:
+    a, op = case.args, case.op
+    project = ["--project", a["project"]] if a.get("project") is not None else []
+    stdin = None
+    if op == "pause":
+        args = ["pause", *(["--until", a["until"]] if a.get("until") else [])]
+    elif op == "resume":
+        args = ["resume"]
+    elif op == "enable":
+        args = ["enable" if a["on"] else "disable"]
+    elif op == "project":
+        args = ["project-disable" if a["ignore"] else "project-enable", a["project"]]
+    elif op == "feed":
+        args = ["config", "diagnostics-feed", "on"]
+    elif op == "inspect":
+        args = ["inspect", *project]
+    elif op == "explain":
+        args = ["explain", a["type"], a["pattern"], *project]
+    elif op == "forget":
+        args = ["forget", a["type"], a["pattern"], *project]
+    elif op == "reset":
+        args = ["reset", "--scope", a["scope"], *(["--confirm"] if a.get("confirm", True) else [])]
+    elif op == "export":
+        args = ["export", "--to", str(root.parent / "out.json")]
+    elif op == "import":
+        src = root.parent / "in.json"
+        src.write_bytes(a["data"])
+        args = ["import", str(src), "--mode", a.get("mode", "merge")]
+    elif op == "ingest":
+        args, stdin = ["ingest", "-"], "".join(json.dumps(e) + "\n" for e in a["events"]).encode()
+    elif op == "prompt":
+        args = ["prompt", *project, *a.get("cli", [])]
+    elif op == "compose":
+        host = root.parent / "host.md"
+        host.write_text(a["host_prompt"], encoding="utf-8")
+        args = ["prompt", "--host-prompt", str(host), *a.get("cli", [])]
+    else:  # pragma: no cover
+        raise AssertionError(op)
+    return ["--data-dir", str(root), "--user", U, "--json", *args], stdin
+
+
+def run_cli(root: Path, case: Case) -> Outcome:
+    args, stdin = cli_args(root, case)
+    result = CliRunner().invoke(cli_main, args, input=stdin, catch_exceptions=False)
+    err = result.stderr.strip()
+    if result.exit_code == 2:
+        assert len(err.splitlines()) == 1, err  # one line naming the field
+        return Outcome("invalid", err)
+    if result.exit_code == 1 and case.op != "ingest":
+        assert len(err.splitlines()) == 1, err
+        return Outcome("not_found", err)
+    assert result.exit_code in (0, 1), (result.exit_code, err, result.output)
+    doc = json.loads(result.stdout) if result.stdout.strip().startswith("{") else {}
+    data: dict[str, Any] = {}
+    if case.op == "forget" or case.op == "reset":
+        data["removed"] = doc["events_removed"]
+    elif case.op == "import":
+        data["added"] = doc["events_added"]
+    elif case.op == "ingest":
+        data["accepted"], data["rejected"] = doc["accepted"], doc["rejected"]
+    return ok(**data)
+
+
+# -- the HTTP API ----------------------------------------------------------------------------
+def http_request(case: Case) -> tuple[str, str, dict[str, Any]]:
+    a, op = case.args, case.op
+    q = {"project_id": a["project"]} if a.get("project") is not None else {}
+    settings = "/api/v1/settings"
+    if op == "pause":
+        body: dict[str, Any] = {"paused": True}
+        if a.get("until"):
+            body["paused_until"] = a["until"]
+        return "POST", settings, {"json": body}
+    if op == "resume":
+        return "POST", settings, {"json": {"paused": False}}
+    if op == "enable":
+        return "POST", settings, {"json": {"memory_enabled": a["on"]}}
+    if op == "project":
+        return "POST", settings, {"json": {"project_ignore_global": {a["project"]: a["ignore"]}}}
+    if op == "feed":
+        return "POST", settings, {"json": {"diagnostics_feed": True}}
+    if op == "inspect":
+        return "GET", "/api/v1/memory", {"params": q}
+    if op == "explain":
+        return "GET", f"/api/v1/explain/{a['type']}/{a['pattern']}", {"params": q}
+    if op == "forget":
+        return "DELETE", f"/api/v1/preferences/{a['type']}/{a['pattern']}", {"params": q}
+    if op == "reset":
+        body = {"confirm": a.get("confirm", True), "scope": a["scope"]}
+        return "POST", "/api/v1/reset", {"json": body}
+    if op == "export":
+        return "GET", "/api/v1/export", {}
+    if op == "import":
+        return (
+            "POST",
+            "/api/v1/import",
+            {
+                "params": {"mode": a.get("mode", "merge")},
+                "content": a["data"],
+                "headers": {"content-type": "application/json"},
+            },
+        )
+    if op == "ingest":
+        return "POST", "/api/v1/events", {"json": a["events"]}
+    if op in ("prompt", "compose"):
+        body = {k: v for k, v in a.items() if k in ("variant", "host_prompt", "project_id")}
+        if op == "prompt":
+            return "GET", "/api/v1/prompt", {"params": {**q, **body, "format": "json"}}
+        return "POST", "/api/v1/prompt", {"json": {**body, "format": "json"}}
+    raise AssertionError(op)  # pragma: no cover
+
+
+def run_http(root: Path, case: Case) -> Outcome:
+    config = DaemonConfig(root=root, port=PORT, user=U, tick_seconds=3600)
+    token = DaemonFiles(root).token_for(U)
+    method, path, kw = http_request(case)
+    with TestClient(
+        create_app(config),
+        base_url=f"http://127.0.0.1:{PORT}",
+        headers={"Authorization": f"Bearer {token}"},
+    ) as client:
+        r: httpx.Response = client.request(method, path, **kw)
+    if r.status_code == 422:
+        return Outcome("invalid", r.json().get("field"))
+    if r.status_code == 404:
+        return Outcome("not_found", r.json().get("field"))
+    assert r.status_code == 200, (r.status_code, r.text)
+    doc = r.json() if r.headers["content-type"].startswith("application/json") else {}
+    data: dict[str, Any] = {}
+    if case.op in ("forget", "reset"):
+        data["removed"] = doc["events_removed"]
+    elif case.op == "import":
+        data["added"] = doc["events_added"]
+    elif case.op == "ingest":
+        data["accepted"], data["rejected"] = doc["accepted"], doc["rejected"]
+    return ok(**data)
+
+
+RUNNERS: dict[str, Callable[[Path, Case], Outcome]] = {
+    "lib": run_lib,
+    "cli": run_cli,
+    "http": run_http,
+}
+
+
+# -- the table -------------------------------------------------------------------------------
+def archive() -> bytes:
+    """A valid archive of another user's memory (two events)."""
+    from creative_memory.engine.portability.archive import encode_archive
+
+    src = MemoryStore(_tmp_root("archive-src"))
+    with CaptureLayer(src) as layer:
+        layer.submit_many(
+            [
+                {**tag("grid_layout", "love this", "layout"), "user_id": "bob"},
+                {**tag("serif_body", "love this", "typography"), "user_id": "bob"},
+            ],
+            src.now_ms(),
+        )
+    return encode_archive("bob", src.get_settings("bob"), src.events("bob"))
+
+
+_ROOTS: list[Path] = []
+
+
+def _tmp_root(name: str) -> Path:
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix=f"cm-parity-{name}-"))
+    _ROOTS.append(path)
+    return path
+
+
+CASES: list[Case] = [
+    # pause / resume / enable
+    Case("pause until resumed", "pause"),
+    Case("pause until a future date", "pause", {"until": FUTURE}),
+    Case(
+        "pause until a past date",
+        "pause",
+        {"until": PAST},
+        "invalid",
+        {"lib": "until", "cli": "until", "http": "paused_until"},
+    ),
+    Case(
+        "pause until a non-date",
+        "pause",
+        {"until": "tomorrow"},
+        "invalid",
+        {"lib": "until", "cli": "until", "http": "paused_until"},
+    ),
+    Case("resume", "resume"),
+    Case("disable", "enable", {"on": False}),
+    Case("enable", "enable", {"on": True}),
+    # project switches
+    Case("project ignores global", "project", {"project": "landing", "ignore": True}),
+    Case("project without memory", "project", {"project": "brand-new", "ignore": True}),
+    Case("project uses global again", "project", {"project": "landing", "ignore": False}),
+    Case(
+        "project id unsafe",
+        "project",
+        {"project": "a b", "ignore": True},
+        "invalid",
+        {"lib": "project_id", "cli": "PROJECT", "http": "project_ignore_global.a b"},
+    ),
+    Case("diagnostics feed on", "feed"),
+    # inspect
+    Case("inspect", "inspect"),
+    Case("inspect a project", "inspect", {"project": "landing"}),
+    Case(
+        "inspect an unsafe project id",
+        "inspect",
+        {"project": "__proto__"},
+        "invalid",
+        {"*": "project_id", "cli": "project"},
+    ),
+    # explain
+    Case("explain a known pattern", "explain", {"type": "color", "pattern": "neon_palette"}),
+    Case(
+        "explain an unknown pattern",
+        "explain",
+        {"type": "color", "pattern": "nothing_here"},
+        "not_found",
+        {"*": "pattern", "cli": "nothing_here"},
+    ),
+    Case(
+        "explain in an unknown project",
+        "explain",
+        {"type": "color", "pattern": "neon_palette", "project": "nowhere"},
+        "not_found",
+        {"*": "pattern", "cli": "nowhere"},
+    ),
+    # forget
+    Case("forget a known pattern", "forget", {"type": "color", "pattern": "neon_palette"}),
+    Case("forget an unknown pattern", "forget", {"type": "color", "pattern": "nothing_here"}),
+    Case(
+        "forget in a project without memory",
+        "forget",
+        {"type": "color", "pattern": "neon_palette", "project": "nowhere"},
+    ),
+    Case(
+        "forget in a project",
+        "forget",
+        {"type": "typography", "pattern": "condensed_display", "project": "landing"},
+    ),
+    Case(
+        "forget with an unsafe project id",
+        "forget",
+        {"type": "color", "pattern": "neon_palette", "project": "../x"},
+        "invalid",
+        {"*": "project_id", "cli": "project"},
+    ),
+    # reset
+    Case("reset global", "reset", {"scope": "global"}),
+    Case("reset a project", "reset", {"scope": "project:landing"}),
+    Case("reset a project without memory", "reset", {"scope": "project:nowhere"}),
+    Case("reset everything", "reset", {"scope": "all"}),
+    Case("reset an unknown scope", "reset", {"scope": "bogus"}, "invalid", {"*": "scope"}),
+    Case(
+        "reset with an unsafe project id",
+        "reset",
+        {"scope": "project:a/b"},
+        "invalid",
+        {"*": "project_id"},
+    ),
+    Case(
+        "reset without confirming",
+        "reset",
+        {"scope": "all", "confirm": False},
+        "invalid",
+        {"*": "confirm"},
+        surfaces=("cli", "http"),
+    ),
+    # export / import
+    Case("export", "export"),
+    Case("import an archive (merge)", "import", {"data": b"ARCHIVE"}),
+    Case("import an archive (replace)", "import", {"data": b"ARCHIVE", "mode": "replace"}),
+    Case(
+        "import an unknown mode",
+        "import",
+        {"data": b"ARCHIVE", "mode": "append"},
+        "invalid",
+        {"*": "mode"},
+    ),
+    Case(
+        "import a corrupt archive",
+        "import",
+        {"data": b'{"format": "creative-memory-archive", "version": 1}'},
+        "invalid",
+        {"*": "*"},
+    ),
+    # ingest
+    Case(
+        "ingest two events",
+        "ingest",
+        {"events": [tag("grid", "love this", "layout"), tag("mono", "not this", "typography")]},
+    ),
+    Case(
+        "ingest with one unknown event kind",
+        "ingest",
+        {"events": [tag("grid", "love this", "layout"), {**tag("x", "not this"), "event": "nope"}]},
+    ),
+    Case(
+        "ingest an event without user_id",
+        "ingest",
+        {"events": [{k: v for k, v in tag("grid", "love this", "layout").items() if k != "user_id"}]},
+    ),
+    # prompt / compose (the library's builders take no variant: CLI and HTTP only)
+    Case("prompt", "prompt", {}, surfaces=("cli", "http")),
+    Case(
+        "prompt for an unsafe project id",
+        "prompt",
+        {"project": "a b", "project_id": "a b"},
+        "invalid",
+        {"*": "project_id", "cli": "project"},
+        surfaces=("cli", "http"),
+    ),
+    Case(
+        "compose into a host prompt",
+        "compose",
+        {"host_prompt": "## Personal memory\n\nlikes teal\n"},
+        surfaces=("cli", "http"),
+    ),
+    Case(
+        "compose the legacy block",
+        "compose",
+        {"host_prompt": "## Personal memory\n", "variant": "legacy", "cli": ["--legacy"]},
+        "invalid",
+        {"*": "variant", "cli": "legacy"},
+        surfaces=("cli", "http"),
+    ),
+]
+
+
+def _materialise(case: Case) -> Case:
+    if case.args.get("data") == b"ARCHIVE":
+        args = {**case.args, "data": archive()}
+        return Case(case.name, case.op, args, case.expect, case.fields, case.surfaces)
+    return case
+
+
+def stored(root: Path) -> tuple[bytes, bytes]:
+    """What a surface must not change when it fails: the user's events and settings."""
+    store = MemoryStore(root)
+    try:
+        events = msgspec.json.encode(store.events(U))
+        settings = msgspec.json.encode(store.get_settings(U))
+        return events, settings
+    finally:
+        store.close()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _cleanup() -> Iterator[None]:
+    import shutil
+
+    yield
+    for path in _ROOTS:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_the_table_is_big_enough() -> None:
+    assert len(CASES) >= 25
+    assert len({c.op for c in CASES}) >= 10
+    assert len({c.name for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_every_surface_gives_the_same_answer(tmp_path: Path, case: Case) -> None:
+    case = _materialise(case)
+    outcomes: dict[str, Outcome] = {}
+    for surface in case.surfaces:
+        root = tmp_path / surface / "mem"
+        seed(root)
+        before = stored(root)
+        outcome = RUNNERS[surface](root, case)
+        if outcome.kind != "ok":
+            assert stored(root) == before, f"{surface} wrote something on failure"
+        outcomes[surface] = outcome
+    kinds = {s: o.kind for s, o in outcomes.items()}
+    assert set(kinds.values()) == {case.expect}, kinds
+    for surface, outcome in outcomes.items():
+        want = case.field_for(surface)
+        if case.expect != "ok" and want not in (None, "*"):
+            assert outcome.field is not None and want in outcome.field, (surface, outcome)
+    datas = {s: dict(o.data) for s, o in outcomes.items() if o.kind == "ok"}
+    if datas:  # the numbers every surface reports must agree
+        common = set.intersection(*(set(d) for d in datas.values()))
+        seen = {s: {k: d[k] for k in sorted(common)} for s, d in datas.items()}
+        assert len({json.dumps(v) for v in seen.values()}) == 1, datas
