@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -42,7 +41,7 @@ from creative_memory.engine.models import DecayResult, Preference, Refinement, R
 from creative_memory.engine.portability.archive import (
     decode_archive,
     encode_archive,
-    event_identity,
+    events_to_merge,
 )
 from creative_memory.engine.portability.prototype import parse_prototype
 from creative_memory.engine.retrieval import parse_context, retrieve
@@ -581,18 +580,9 @@ class MemoryStore:
             if mode == "replace" or not had_settings:
                 self._storage.write_settings(user_id, archive.settings)
             return len(archive.events)
-        have = Counter(event_identity(e) for e in local)
-        fresh: list[Event] = []
-        for e in archive.events:  # a multiset difference: duplicates count
-            ident = event_identity(e)
-            if have[ident] > 0:
-                have[ident] -= 1
-            else:
-                fresh.append(e)
+        fresh = events_to_merge(local, archive.events)
         if fresh:
-            self._append(
-                user_id, [msgspec.structs.replace(e, seq=0, h="") for e in fresh], records=False
-            )
+            self._append(user_id, fresh, records=False)
         return len(fresh)
 
     def _replace_log(self, user_id: str, events: Sequence[Event]) -> None:

@@ -13,6 +13,8 @@ The checksum is SHA-256 over the canonical JSON encoding of the document without
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
+from collections.abc import Sequence
 from typing import Any, Final
 
 import msgspec
@@ -100,3 +102,18 @@ def event_identity(ev: Event) -> bytes:
     stored (``seq``, ``h``, ``recorded_at``), so the same host event recorded on two
     machines is one event."""
     return _encoder.encode(msgspec.structs.replace(ev, seq=0, h="", recorded_at=""))
+
+
+def events_to_merge(local: Sequence[Event], incoming: Sequence[Event]) -> list[Event]:
+    """The events of ``incoming`` that ``local`` does not hold yet, by content
+    (:func:`event_identity`), as a multiset difference: a duplicate counts. They come back
+    unsequenced (``seq`` 0, no ``h``), ready to be appended."""
+    have = Counter(event_identity(e) for e in local)
+    fresh: list[Event] = []
+    for e in incoming:
+        ident = event_identity(e)
+        if have[ident] > 0:
+            have[ident] -= 1
+        else:
+            fresh.append(msgspec.structs.replace(e, seq=0, h=""))
+    return fresh
