@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -305,6 +305,7 @@ class MemoryService:
         *,
         now_ms: int | None = None,
         close: bool = False,
+        progress: Callable[[int], None] | None = None,
     ) -> IngestResult:
         """Feed wire-format events through the capture layer for ``user_id``.
 
@@ -312,6 +313,7 @@ class MemoryService:
         and never stops the rest. With ``now_ms`` every event is captured at that time (the
         daemon); without it each event's own ``timestamp`` is its capture time (replaying
         a file). ``close`` delivers the pending edit-saves at the end (a one-shot batch).
+        ``progress`` is called with 1 after each item (a progress display).
         """
         self.store.get_settings(user_id)  # validates the acting user
         rows: list[IngestItem] = []
@@ -347,6 +349,8 @@ class MemoryService:
                         artifact_id=art if isinstance(art, str) else None,
                     )
                 )
+                if progress is not None:
+                    progress(1)
                 continue
             at = now_ms
             if at is None:
@@ -354,6 +358,8 @@ class MemoryService:
                 parsed = try_parse_ts(ts) if isinstance(ts, str) else None
                 at = self.store.now_ms() if parsed is None else parsed
             absorb(layer.submit(item.value, at), item.where)
+            if progress is not None:
+                progress(1)
         if close:
             absorb(layer.close(), None)
 

@@ -17,10 +17,6 @@ from creative_memory.cli.render import PROGRESS_MIN_EVENTS, emit_json, note, plu
 if TYPE_CHECKING:
     from creative_memory.app.service import IngestInput, IngestItem, IngestResult
 
-#: Events handed to the service per call (the progress bar advances per chunk).
-CHUNK = 25
-
-
 def parse_events(data: bytes) -> list[IngestInput]:
     """One JSON object, a JSON array of objects, or JSON lines (blank lines skipped), each
     with its location; a line that does not parse carries the reason instead."""
@@ -60,26 +56,6 @@ def parse_events(data: bytes) -> list[IngestInput]:
         except ValueError as exc:  # e.g. a number too large to convert
             out.append(IngestInput(where=where, error=f"not valid JSON ({one_line(exc)})"))
     return out
-
-
-def _merge(parts: list[IngestResult]) -> IngestResult:
-    """The reports of consecutive calls (chunks of one input) as one report."""
-    first, last = parts[0], parts[-1]
-    redactions: dict[str, int] = {}
-    for p in parts:
-        for k, v in p.redactions.items():
-            redactions[k] = redactions.get(k, 0) + v
-    totals = {
-        name: sum(getattr(p, name) for p in parts)
-        for name in ("events", "accepted", "coalesced", "rejected", "flushed", "failed", "inferred")
-    }
-    return msgspec.structs.replace(
-        first,
-        **totals,
-        learning=last.learning,
-        redactions=dict(sorted(redactions.items())),
-        results=[r for p in parts for r in p.results],
-    )
 
 
 @command(
@@ -124,14 +100,8 @@ def ingest(state: State, source: str) -> None:
     items = parse_events(data)
     layer = CaptureLayer(service.store)
     show = len(items) >= PROGRESS_MIN_EVENTS
-    parts: list[IngestResult] = []
     with progress(f"Ingesting {len(items)} events", len(items) if show else None) as advance:
-        for at in range(0, len(items), CHUNK):
-            chunk = items[at : at + CHUNK]
-            parts.append(service.ingest(user, chunk, layer))
-            advance(len(chunk))
-        parts.append(service.ingest(user, [], layer, close=True))  # pending edit-saves
-    result = _merge(parts)
+        result = service.ingest(user, items, layer, close=True, progress=advance)
     _report(state, result, label)
 
 
