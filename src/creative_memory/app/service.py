@@ -173,14 +173,6 @@ class MemoryService:
         return self.settings(user_id)
 
     # reading ------------------------------------------------------------------------------
-    def projects(self, user_id: str) -> list[str]:
-        """Projects the user has memory in or has switched off global memory for."""
-        found = set(self.store.get_settings(user_id).disabled_projects)
-        for rec in self.store.list_preferences(user_id):
-            if rec.scope.startswith("project:"):
-                found.add(rec.scope.removeprefix("project:"))
-        return sorted(found)
-
     def inspect(self, user_id: str, project_id: str | None = None) -> dict[str, Any]:
         """Settings, every derived record with provenance, the retrieval and its diagnostics,
         and the list of projects (JSON-ready; docs/inspect.schema.json)."""
