@@ -44,7 +44,7 @@ from creative_memory.http import (
 from tests.conftest import ManualClock
 
 with warnings.catch_warnings():  # Starlette 1.x prefers httpx2 for its TestClient
-    warnings.simplefilter("ignore", DeprecationWarning)
+    warnings.simplefilter("ignore")
     from starlette.testclient import TestClient
 
 PROBLEM = "application/problem+json"

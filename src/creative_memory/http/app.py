@@ -8,10 +8,12 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -27,7 +29,8 @@ from creative_memory.http.middleware import (
 )
 from creative_memory.http.openapi import openapi_document
 from creative_memory.http.problems import HANDLED, on_error
-from creative_memory.http.routes import OPERATIONS
+from creative_memory.http.routes import OPERATIONS, Operation
+from creative_memory.http.routes.common import Endpoint
 from creative_memory.http.state import Daemon
 
 
@@ -71,16 +74,34 @@ def create_app(config: DaemonConfig, *, store: MemoryStore | None = None) -> Dae
             daemon.files.remove_server_info(os.getpid())
             log_event(logging.INFO, "daemon_stopped")
 
-    routes = [
-        Route(op.route_path or op.path, op.endpoint, methods=[op.method]) for op in OPERATIONS
-    ]
     starlette = Starlette(
-        routes=routes, exception_handlers=dict.fromkeys(HANDLED, on_error), lifespan=lifespan
+        routes=_routes(OPERATIONS),
+        exception_handlers=dict.fromkeys(HANDLED, on_error),
+        lifespan=lifespan,
     )
     starlette.state.daemon = daemon
     limited = BodyLimit(starlette, config.max_body_bytes, {IMPORT_PATH: config.max_import_bytes})
     stack = ErrorBoundary(RequestLog(SecurityHeaders(HostGuard(limited, daemon.hosts))))
     return DaemonApp(stack, daemon)
+
+
+def _routes(ops: Sequence[Operation]) -> list[Route]:
+    """One Starlette route per path, so a 405's ``Allow`` lists every method of the path."""
+    by_path: dict[str, dict[str, Endpoint]] = {}
+    for op in ops:
+        by_path.setdefault(op.route_path or op.path, {})[op.method] = op.endpoint
+    routes = []
+    for path, endpoints in by_path.items():
+        if "GET" in endpoints:
+            endpoints["HEAD"] = endpoints["GET"]
+
+        async def dispatch(
+            request: Request, endpoints: dict[str, Endpoint] = endpoints
+        ) -> Response:
+            return await endpoints[request.method](request)
+
+        routes.append(Route(path, dispatch, methods=list(endpoints)))
+    return routes
 
 
 async def _tick_forever(daemon: Daemon) -> None:
