@@ -103,7 +103,7 @@ def start_daemon(
     data_dir: Path, url: str, env: dict[str, str], log: Path
 ) -> tuple[subprocess.Popen[bytes], str]:
     """``serve --multi-user --database url`` on a free loopback port; (process, base URL)."""
-    from creative_memory.http.server import DaemonFiles
+    from creative_memory.http import DaemonFiles
 
     files = DaemonFiles(data_dir)
     proc = subprocess.Popen(
@@ -142,7 +142,7 @@ def test_two_daemons_ingest_for_the_same_users(pg_url: str, tmp_path: Path) -> N
 
     import httpx
 
-    from creative_memory.http.server import DaemonFiles
+    from creative_memory.http import DaemonFiles
 
     users = [f"user{i:02d}" for i in range(16)]
     per_user = 125  # 2,000 events in total
@@ -161,6 +161,7 @@ def test_two_daemons_ingest_for_the_same_users(pg_url: str, tmp_path: Path) -> N
             events = [
                 {
                     "event": "explicit_tag_applied",
+                    "user_id": u,
                     "artifact_id": f"{u}-a{i}",
                     "session_id": f"{u}-s{i // 10}",
                     "project_id": "shared" if i % 4 == 0 else None,

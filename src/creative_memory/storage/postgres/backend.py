@@ -1,60 +1,20 @@
-"""The PostgreSQL backend (design.md §6, docs/deploy.md).
-
-For hosted, many-user deployments: several stateless daemon replicas share one database.
-Same contract and the same behaviour as the file backend (:mod:`.files`):
-
-* ``cm_events``  — the event log, one row per event keyed by ``(user_id, seq)``. ``line``
-  holds the exact JSON bytes the file backend writes for the event (so hash chains,
-  exports and archives are byte-identical across backends); ``kind`` and ``h`` are copies
-  for queries and for O(k) reads of the tail after a cached prefix.
-* ``cm_users``   — per user: ``generation`` (``NULL`` until the log exists; changes on every
-  rewrite), ``seq_floor`` (the highest ``seq`` ever assigned, so ``seq`` is never reused,
-  not even after erasing the tail) and ``settings`` (jsonb).
-* ``cm_cache``   — derivation cache entries ``(user_id, key) → state`` with ``last_used``
-  from a sequence (LRU by capacity, never by age).
-* ``cm_snapshots`` — the human-readable snapshot of the derived records.
-* ``cm_schema_migrations`` — applied schema versions.
-
-Every write is one transaction that first takes the user's transaction-scoped advisory lock
-(``pg_advisory_xact_lock`` on a hash of the schema and the user id), so appends, rewrites,
-write-backs and settings changes of one user are serialised across threads, processes and
-hosts; the lock is released by the commit. A call returns only after its commit, so an
-acknowledged event is durable (with PostgreSQL's default ``fsync=on``,
-``synchronous_commit=on``). Erasure deletes the rows (``DELETE``) of the erased events and
-every derived row of the user in the same transaction.
-
-Schema migrations are applied when a :class:`PostgresStorage` is created, in one
-transaction under an advisory lock, so replicas starting at once apply each exactly once.
-Tables are created in the connection's current schema (the first existing schema of the
-``search_path``; e.g. ``?options=-csearch_path%3Dmemory`` in the URL).
-"""
+"""The PostgreSQL backend's storage class (the package docstring has the design)."""
 
 from __future__ import annotations
 
 import contextlib
-import re
 import secrets
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, LiteralString
-from urllib.parse import urlsplit
 
 import msgspec
+import psycopg
+from psycopg_pool import ConnectionPool
 
 from creative_memory.engine.errors import StorageError
-from creative_memory.storage.files.cache import DEFAULT_CACHE_CAPACITY
-
-try:
-    import psycopg
-    from psycopg_pool import ConnectionPool
-except ImportError as exc:  # pragma: no cover - depends on the installation
-    raise StorageError(
-        "the PostgreSQL backend needs psycopg 3 and psycopg-pool: "
-        "pip install 'creative-memory[postgres]'"
-    ) from exc
 from creative_memory.engine.events import (
     CHAIN_GENESIS,
     Event,
@@ -65,66 +25,15 @@ from creative_memory.engine.events import (
 )
 from creative_memory.engine.settings import UserSettings
 from creative_memory.storage.base import Appended, LogSnapshot
+from creative_memory.storage.files.cache import DEFAULT_CACHE_CAPACITY
+from creative_memory.storage.postgres.schema import message as _message
+from creative_memory.storage.postgres.schema import migrate, redact_url
 
 _SINK_CHUNK = 4096  # events per call of a read_events sink
 
 _settings_decoder = msgspec.json.Decoder(UserSettings)
 _encoder = msgspec.json.Encoder()
 _DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError)
-
-
-@dataclass(frozen=True)
-class Migration:
-    version: int
-    description: str
-    sql: LiteralString
-
-
-#: Versioned schema migrations, applied in order on start. Never edit an applied one: add
-#: the next version instead.
-MIGRATIONS: tuple[Migration, ...] = (
-    Migration(
-        1,
-        "event log, users (generation, seq floor, settings), derivation cache, snapshots",
-        """
-        CREATE TABLE cm_users (
-            user_id     text PRIMARY KEY,
-            generation  text,
-            seq_floor   bigint NOT NULL DEFAULT 0,
-            settings    jsonb
-        );
-        COMMENT ON COLUMN cm_users.generation IS
-            'content lineage of the log: NULL until it exists, new on every rewrite';
-        COMMENT ON COLUMN cm_users.seq_floor IS
-            'highest seq ever assigned to the user (never reused, even after erasure)';
-        CREATE TABLE cm_events (
-            user_id  text   NOT NULL REFERENCES cm_users (user_id),
-            seq      bigint NOT NULL,
-            kind     text   NOT NULL,
-            h        text   NOT NULL,
-            line     bytea  NOT NULL,
-            PRIMARY KEY (user_id, seq)
-        );
-        COMMENT ON COLUMN cm_events.line IS
-            'the event as canonical JSON bytes, identical to a line of events.jsonl';
-        CREATE TABLE cm_cache (
-            user_id    text   NOT NULL,
-            key        text   NOT NULL,
-            state      bytea  NOT NULL,
-            last_used  bigint NOT NULL,
-            PRIMARY KEY (user_id, key)
-        );
-        CREATE INDEX cm_cache_lru ON cm_cache (user_id, last_used);
-        CREATE SEQUENCE cm_cache_clock;
-        CREATE TABLE cm_snapshots (
-            user_id   text  PRIMARY KEY,
-            snapshot  bytea NOT NULL
-        );
-        """,
-    ),
-)
-
-SCHEMA_VERSION = MIGRATIONS[-1].version
 
 #: A pooled connection idle for longer than this is pinged before a read (always before a
 #: write); when the ping fails, every idle connection is checked and the call retried.
@@ -136,27 +45,6 @@ _LOCK_USER: LiteralString = (
     "SELECT pg_advisory_xact_lock(hashtextextended("
     "'creative-memory:user:' || coalesce(current_schema(), '') || '/' || %s, 0))"
 )
-_LOCK_MIGRATIONS: LiteralString = (
-    "SELECT pg_advisory_xact_lock(hashtextextended("
-    "'creative-memory:migrate:' || coalesce(current_schema(), ''), 0))"
-)
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (in the user info or the query)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, hosts = netloc.rsplit("@", 1)
-        if ":" in userinfo:
-            userinfo = userinfo.split(":", 1)[0] + ":***"
-        netloc = f"{userinfo}@{hosts}"
-    query = re.sub(r"(^|&)(password=)[^&]*", r"\1\2***", parts.query)
-    out = f"{parts.scheme}://{netloc}{parts.path}"
-    return out + (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
 
 
 def _kind(ev: Event) -> str:
@@ -624,60 +512,3 @@ class PostgresStorage:
                 (user_id, snapshot),
             )
         return True
-
-
-def migrate(conn: psycopg.Connection[Any]) -> int:
-    """Apply pending :data:`MIGRATIONS` on ``conn`` (committed); returns how many ran.
-
-    Idempotent and safe when several processes start at once: the check and the
-    migrations run in one transaction under an advisory lock. A database migrated by a
-    newer creative-memory is refused rather than misread."""
-    applied = _applied_versions(conn)
-    conn.commit()
-    if applied and max(applied) >= SCHEMA_VERSION:
-        _check_not_newer(applied)
-        return 0
-    with conn.transaction():
-        conn.execute(_LOCK_MIGRATIONS)
-        row = conn.execute("SELECT current_schema()").fetchone()
-        if row is None or row[0] is None:
-            raise StorageError(
-                "no schema to create the tables in: the search_path names no existing schema"
-            )
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS cm_schema_migrations ("
-            "version int PRIMARY KEY, description text NOT NULL, "
-            "applied_at timestamptz NOT NULL DEFAULT now())"
-        )
-        applied = _applied_versions(conn)
-        _check_not_newer(applied)
-        ran = 0
-        for m in MIGRATIONS:
-            if m.version in applied:
-                continue
-            conn.execute(m.sql)
-            conn.execute(
-                "INSERT INTO cm_schema_migrations (version, description) VALUES (%s, %s)",
-                (m.version, m.description),
-            )
-            ran += 1
-    return ran
-
-
-def _applied_versions(conn: psycopg.Connection[Any]) -> set[int]:
-    row = conn.execute("SELECT to_regclass('cm_schema_migrations') IS NOT NULL").fetchone()
-    if row is None or not row[0]:
-        return set()
-    return {int(v) for (v,) in conn.execute("SELECT version FROM cm_schema_migrations")}
-
-
-def _check_not_newer(applied: set[int]) -> None:
-    if applied and max(applied) > SCHEMA_VERSION:
-        raise StorageError(
-            f"the database schema is at version {max(applied)}, newer than this "
-            f"creative-memory supports ({SCHEMA_VERSION}): upgrade creative-memory"
-        )
-
-
-def _message(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
