@@ -1,12 +1,13 @@
-"""Daemon commands: ``creative-memory serve``, ``token`` and ``ui`` (design.md §7).
+"""Daemon commands: ``creative-memory serve``, ``token`` and ``ui`` (docs/daemon.md).
 
 Registered on the main CLI group (``main.add_command(...)``); also runnable on their own as
 ``python -m creative_memory.cli.daemon serve|token|ui``. The server module (Starlette,
 uvicorn) is imported only by the command that needs it, so the CLI stays quick to start.
 
-The data directory is resolved the design.md §2 way: ``--data-dir``, then
-``$OD_DATA_DIR/memory``, then ``$MEMORY_STORAGE_ROOT``, then the platform's user data
-directory — never a cwd-relative fallback.
+The data directory is resolved as everywhere in the CLI (docs/cli.md, "Where memory lives
+and whom it is for"): ``--data-dir``, then ``$OD_DATA_DIR/memory``, then
+``$MEMORY_STORAGE_ROOT``, then the platform's user data directory — never a cwd-relative
+fallback.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from typing import Any
 import click
 
 from creative_memory.app.paths import resolve_database, resolve_root, resolve_user
-from creative_memory.engine.errors import CreativeMemoryError
+from creative_memory.cli.errors import failure, validation_error
+from creative_memory.engine.errors import CreativeMemoryError, ValidationError
 from creative_memory.engine.events import validate_user_id
 
 DEFAULT_PORT = 7744
@@ -67,14 +69,17 @@ def _data_dir_option(fn: Any) -> Any:
 
 
 class _Command(click.Command):
-    """Library errors become one-line messages (exit 1), as in the main CLI."""
+    """Errors become one line with the main CLI's exit codes (docs/cli.md, "Exit codes and
+    errors"): a validation error exits 2, any other library failure 1."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        """Run the command, mapping what it raises to exit codes."""
         try:
             return super().invoke(ctx)
+        except ValidationError as exc:
+            raise validation_error(exc, ctx) from exc
         except (ValueError, CreativeMemoryError) as exc:
-            message = " ".join(str(exc).split()) or type(exc).__name__
-            raise click.ClickException(message) from exc
+            raise failure(exc) from exc
 
 
 @click.command(
