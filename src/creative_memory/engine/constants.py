@@ -1,4 +1,4 @@
-"""Engine constants (engine.md §1). Values are part of the public contract."""
+"""Engine constants (docs/engine.md, "Constants"). Values are part of the public contract."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ SCHEMA_VERSION: Final = "1.0"
 #: Default derivation version used when a store is opened without one.
 DERIVATION_VERSION: Final = "3"
 
-# Hidden constants of the reference (engine.md §1.1).
+# Constants the prototype used without naming them (docs/engine.md, "Constants").
 HEADER_TOKEN_OVERHEAD: Final = 20
 LINE_TOKEN_OVERHEAD: Final = 5
 DECAY_FACTOR: Final = 0.70

@@ -1,4 +1,4 @@
-"""Raw events: the canonical, append-only truth (design.md §1).
+"""Raw events: the canonical, append-only truth (docs/engine.md, "Events").
 
 Pure module: event types, their wire/disk encoding, and the validation that turns a caller's
 signal mapping into a :class:`SignalEvent` body. No I/O and no clock: the caller supplies
@@ -39,6 +39,8 @@ class _Event(msgspec.Struct, kw_only=True, tag_field="kind"):
 
 
 class SignalEvent(_Event, tag="signal"):
+    """One piece of feedback about one (type, pattern) of an artifact."""
+
     signal_type: str
     preference_type: str
     pattern: str
@@ -51,16 +53,22 @@ class SignalEvent(_Event, tag="signal"):
 
 
 class Feature(msgspec.Struct, frozen=True):
+    """One (preference type, pattern) listed on a side of a comparison."""
+
     preference_type: str
     pattern: str
 
 
 class ComparisonSide(msgspec.Struct, kw_only=True):
+    """One side of a comparison: an artifact and the features it listed."""
+
     artifact_id: str | None = None
     features: list[Feature]
 
 
 class ComparisonEvent(_Event, tag="comparison"):
+    """The user chose one artifact over another (pairwise evidence)."""
+
     chose: ComparisonSide
     over: ComparisonSide
     dimensions: list[str] | None = None
@@ -74,6 +82,8 @@ class DecayPassEvent(_Event, tag="decay_pass"):
 
 
 class RefinementEvent(_Event, tag="refinement"):
+    """An entry of the refinement log (a free JSON diff of an artifact)."""
+
     ref_id: str | None = None  # kept from an imported prototype log; else derived from seq
     artifact_id: str | None = None
     project_id: str | None = None
@@ -91,8 +101,9 @@ class ProjectAnchorEvent(_Event, tag="project_anchor"):
     """Marks where a project's record list begins, with no content of its own.
 
     Erasure replaces the first event of a project bucket with an anchor, so the bucket keeps
-    its place in iteration order (engine.md §0.4) while the erased content is gone; resetting
-    a project that has no records creates one, as the prototype creates an empty bucket.
+    its place in iteration order (docs/engine.md, "Erasure") while the erased content is
+    gone; resetting a project that has no records creates one, as the prototype creates an
+    empty bucket.
     """
 
     project_id: str
@@ -192,7 +203,7 @@ Polarity = Literal["positive", "negative"]
 
 
 def build_signal_event(signal: Mapping[str, Any], now_ms: int, recorded_at: str) -> SignalEvent:
-    """Validate a caller's signal (engine.md §4.1 steps 4–9, §0.3) and build its event.
+    """Validate a caller's signal (docs/engine.md, "Events") and build its event.
 
     Raises :class:`ValidationError` naming the field; pure (``now_ms`` supplies "now").
     """

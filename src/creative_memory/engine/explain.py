@@ -26,6 +26,8 @@ from creative_memory.engine.models import Preference
 
 
 class TraceEffect(msgspec.Struct, kw_only=True):
+    """What one event did to one record."""
+
     record_id: str
     polarity: str
     actions: list[str]
@@ -38,6 +40,8 @@ class TraceEffect(msgspec.Struct, kw_only=True):
 
 
 class TraceStep(msgspec.Struct, kw_only=True):
+    """One event of an explanation and its effects."""
+
     seq: int
     at: str
     kind: str
@@ -47,6 +51,8 @@ class TraceStep(msgspec.Struct, kw_only=True):
 
 
 class Explanation(msgspec.Struct, kw_only=True):
+    """The derivation trace of one (type, pattern) in one bucket."""
+
     preference_type: str
     pattern: str
     project_id: str | None
@@ -59,6 +65,7 @@ class Explanation(msgspec.Struct, kw_only=True):
     evidence: list[dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The explanation as JSON-ready data."""
         out: dict[str, Any] = msgspec.to_builtins(self)
         return out
 
@@ -117,6 +124,7 @@ def explain(
     pattern: str,
     project_id: str | None = None,
 ) -> Explanation:
+    """The trace of every change to the records of (type, pattern) in a bucket."""
     state = new_state(version)
 
     def matching() -> dict[str, Preference]:

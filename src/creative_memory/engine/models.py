@@ -1,4 +1,4 @@
-"""Public record shapes (api.md "Shapes"). msgspec Structs; ``to_dict()`` gives JSON-ready dicts."""
+"""Public record shapes (docs/engine.md). msgspec Structs; ``to_dict()`` gives JSON-ready dicts."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import msgspec
 
 
 class Preference(msgspec.Struct, kw_only=True):
-    """A derived preference record (engine.md §3.1 plus provenance, §14)."""
+    """A derived preference record (docs/engine.md, "Derivation": with its provenance)."""
 
     id: str
     preference_type: str
@@ -32,6 +32,7 @@ class Preference(msgspec.Struct, kw_only=True):
     last_derived_event_seq: int
 
     def to_dict(self) -> dict[str, Any]:
+        """The record as JSON-ready data."""
         out: dict[str, Any] = msgspec.to_builtins(self)
         return out
 
@@ -43,7 +44,7 @@ class Preference(msgspec.Struct, kw_only=True):
 
 
 class RetrievalResult(msgspec.Struct, kw_only=True):
-    """What retrieval returns (engine.md §7)."""
+    """What retrieval returns (docs/engine.md, "Retrieval")."""
 
     positives: list[Preference] = msgspec.field(default_factory=list)
     negatives: list[Preference] = msgspec.field(default_factory=list)
@@ -51,20 +52,24 @@ class RetrievalResult(msgspec.Struct, kw_only=True):
     diagnostics: list[dict[str, Any]] = msgspec.field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """The retrieval as JSON-ready data."""
         out: dict[str, Any] = msgspec.to_builtins(self)
         return out
 
 
 class DecayResult(msgspec.Struct, kw_only=True):
+    """How many records a decay pass weakens and archives."""
+
     decayed: int = 0
     archived: int = 0
 
     def to_dict(self) -> dict[str, Any]:
+        """The counts as JSON-ready data."""
         return {"decayed": self.decayed, "archived": self.archived}
 
 
 class Refinement(msgspec.Struct, kw_only=True):
-    """An entry of the refinement log (engine.md §10 ``log_refinement``)."""
+    """An entry of the refinement log (docs/engine.md, "Events")."""
 
     id: str
     artifact_id: str | None
@@ -73,5 +78,6 @@ class Refinement(msgspec.Struct, kw_only=True):
     diff: Any
 
     def to_dict(self) -> dict[str, Any]:
+        """The entry as JSON-ready data."""
         out: dict[str, Any] = msgspec.to_builtins(self)
         return out

@@ -1,4 +1,4 @@
-"""Prompt builders (engine.md §8, design.md §4). Pure string formatting."""
+"""Prompt builders (docs/engine.md, "Prompt blocks"). Pure string formatting."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ _SEP = " \u00b7 "
 
 
 def build_prompt_block(retrieved: RetrievalResult, project_id: str | None = None) -> str:
-    """The prototype's ``[MEMORY CONTEXT]`` block, exactly (engine.md §8)."""
+    """The prototype's ``[MEMORY CONTEXT]`` block, exactly (docs/engine.md, "Prompt blocks")."""
     if not retrieved.positives and not retrieved.negatives:
         return ""
     lines = ["[MEMORY CONTEXT]"]
@@ -39,12 +39,12 @@ def build_prompt_block(retrieved: RetrievalResult, project_id: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------
-# Generation and critique blocks (design.md §4; seed decisions A3, B1 and C).
+# Generation and critique blocks (docs/engine.md, "Prompt blocks").
 # ---------------------------------------------------------------------------------------------
 
 GENERATION_HEADING = "## Creative memory (preferences from generation feedback)"
 
-#: The seed's "Decision C" wording, word for word (its markdown soft wraps joined by spaces).
+#: The precedence paragraph, word for word (docs/prompt-composition.md).
 PRECEDENCE_PARAGRAPH = (
     "The following stylistic preferences have been derived from this user's past "
     "acceptances, edits, tags, and rejections in generation runs. Treat them as "
@@ -56,7 +56,7 @@ PRECEDENCE_PARAGRAPH = (
 
 CRITIQUE_HEADING = "## Creative memory (critique criteria from generation feedback)"
 
-#: Decision C's precedence clause, worded for critique.
+#: The precedence paragraph, worded for critique.
 CRITIQUE_PRECEDENCE_PARAGRAPH = (
     "The following stylistic preferences have been derived from this user's past "
     "acceptances, edits, tags, and rejections in generation runs. Use them to critique "
@@ -151,7 +151,7 @@ def _render(
 def build_generation_block(retrieved: RetrievalResult, project_id: str | None = None) -> str:
     """The ``## Creative memory (preferences from generation feedback)`` block.
 
-    Heading, blank line, the seed's precedence paragraph (Decision C), blank line, then
+    Heading, blank line, the precedence paragraph, blank line, then
     ``Prefer`` / ``Avoid`` lines by confidence tier (high before medium; low skipped), the
     global records first and the project's (scope ``project:…``) after them. With
     ``project_id`` only records of that project count as the project's; another project's
@@ -175,7 +175,7 @@ def build_critique_block(retrieved: RetrievalResult, project_id: str | None = No
 
 
 # ---------------------------------------------------------------------------------------------
-# Composer helpers (seed decision B1; docs/prompt-composition.md).
+# Composer helpers (docs/prompt-composition.md).
 # ---------------------------------------------------------------------------------------------
 
 #: The kinds a host section (or block) can have, as returned by :func:`heading_kind` and

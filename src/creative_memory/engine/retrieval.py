@@ -1,4 +1,4 @@
-"""Retrieval: the eleven-stage pipeline of engine.md §7. Pure: records and context in,
+"""Retrieval: the eleven-stage pipeline (docs/engine.md, "Retrieval"). Pure: records and context in,
 a :class:`RetrievalResult` with diagnostics out.
 
 The store applies stage 1 (the gate: no data or memory disabled) before calling
@@ -62,6 +62,7 @@ def _sort_desc(records: list[Preference], prio: Mapping[str, float]) -> list[Pre
 
 
 def token_cost(pattern: str) -> int:
+    """Estimated tokens of one retrieved pattern: ``ceil(u16len / 4) + 5``."""
     return math.ceil(u16len(pattern) / CHARS_PER_TOKEN) + LINE_TOKEN_OVERHEAD
 
 
@@ -73,10 +74,10 @@ def retrieve(
     *,
     ignore_global_for: Collection[str] = (),
 ) -> RetrievalResult:
-    """Stages 2–11 of engine.md §7 over already-gated, already-validated inputs.
+    """Stages 2–11 (docs/engine.md, "Retrieval") over already-gated, already-validated inputs.
 
     ``ignore_global_for``: projects whose retrieval ignores global records (a user control,
-    design.md §5); for such a project only its own records are considered.
+    docs/architecture.md); for such a project only its own records are considered.
     """
     diagnostics: list[Diagnostic] = []
 

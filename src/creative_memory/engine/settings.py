@@ -6,7 +6,7 @@ import msgspec
 
 
 class UserSettings(msgspec.Struct, kw_only=True):
-    """Per-user controls (design.md §5). Settings are not events: they are not derived."""
+    """Per-user controls (docs/architecture.md). Settings are not events: they are not derived."""
 
     memory_enabled: bool = True
     paused: bool = False

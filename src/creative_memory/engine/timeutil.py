@@ -1,4 +1,4 @@
-"""Time helpers of engine.md §1.4, in UTC (engine.md §0.2). Pure: no clock here.
+"""Time helpers, in UTC (docs/engine.md, "Events"). Pure: no clock here.
 
 Instants are integer milliseconds since the Unix epoch.
 """
@@ -53,7 +53,7 @@ def _civil_from_days(z: int) -> tuple[int, int, int]:
 def try_parse_ts(text: str) -> int | None:
     """Parse an ISO 8601 / RFC 3339 date or date-time to epoch ms, or ``None`` if invalid.
 
-    Grammar (engine.md §1.4 and §0.3): ``YYYY``, ``YYYY-MM``, ``YYYY-MM-DD``, optionally
+    Grammar: ``YYYY``, ``YYYY-MM``, ``YYYY-MM-DD``, optionally
     followed by ``THH:MM``, ``THH:MM:SS`` or ``THH:MM:SS.f…`` and an optional zone ``Z`` or
     ``±HH:MM``. No zone means UTC. Only the first three fraction digits count.
     ``T24:00`` (with zero seconds and fraction) means the next midnight.
@@ -164,11 +164,12 @@ def normalise_ts(text: object, field: str = "timestamp") -> str:
 
 
 def add_days(ms: int, k: int) -> int:
-    """``add_days`` under UTC: exactly ``k × 86 400 000`` ms later (engine.md §0.2)."""
+    """``add_days`` under UTC: exactly ``k × 86 400 000`` ms later (docs/engine.md, "Events")."""
     return ms + k * MS_PER_DAY
 
 
 def days_between(a_ms: int, b_ms: int) -> float:
+    """Days from ``a_ms`` to ``b_ms`` (fractional)."""
     return (b_ms - a_ms) / MS_PER_DAY
 
 

@@ -1,4 +1,4 @@
-"""Storage backends behind one contract (design.md §6)."""
+"""Storage backends behind one contract (docs/storage.md)."""
 
 from creative_memory.engine.settings import UserSettings
 from creative_memory.storage.base import Appended, EventLogStorage, LogSnapshot

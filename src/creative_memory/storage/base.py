@@ -1,4 +1,4 @@
-"""The storage contract every backend implements (design.md §6).
+"""The storage contract every backend implements (docs/storage.md).
 
 A backend stores, per user: the append-only event log (the truth), the user's settings,
 and derived artefacts — the content-addressed derivation cache and a human-readable
@@ -53,7 +53,9 @@ class EventLogStorage(Protocol):
         """Where the data lives (a path or a redacted URL), for messages."""
         ...
 
-    def user_exists(self, user_id: str) -> bool: ...
+    def user_exists(self, user_id: str) -> bool:
+        """Whether anything (a log or settings) is stored for the user."""
+        ...
 
     def user_files(self, user_id: str) -> list[str]:
         """Names of everything stored for the user (for erasure checks and diagnostics)."""
@@ -105,9 +107,13 @@ class EventLogStorage(Protocol):
         ...
 
     # -- settings ----------------------------------------------------------------------------
-    def read_settings(self, user_id: str) -> UserSettings | None: ...
+    def read_settings(self, user_id: str) -> UserSettings | None:
+        """The user's stored settings, or ``None`` when there are none."""
+        ...
 
-    def write_settings(self, user_id: str, settings: UserSettings) -> None: ...
+    def write_settings(self, user_id: str, settings: UserSettings) -> None:
+        """Atomically replace the user's settings."""
+        ...
 
     def update_settings(
         self, user_id: str, change: Callable[[UserSettings], UserSettings]
@@ -116,7 +122,9 @@ class EventLogStorage(Protocol):
         ...
 
     # -- derived artefacts ---------------------------------------------------------------------
-    def cache_keys(self, user_id: str) -> set[str]: ...
+    def cache_keys(self, user_id: str) -> set[str]:
+        """The keys of the user's derivation-cache entries."""
+        ...
 
     def cache_get(self, user_id: str, key: str) -> bytes | None:
         """A cache entry (and mark it recently used), or ``None``."""

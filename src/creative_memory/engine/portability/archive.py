@@ -1,7 +1,7 @@
 """Export archives: one versioned, checksummed JSON document of a user's raw events and
 settings (not the cache). Pure encoding and validation; the store does the I/O.
 
-Format (``docs/formats.md``)::
+Format (docs/engine.md, "Prototype import")::
 
     {"format": "creative-memory-archive", "archive_version": 1, "user_id": ...,
      "settings": {...}, "events": [...], "checksum": "sha256:<hex>"}
@@ -36,6 +36,8 @@ class _Body(msgspec.Struct, kw_only=True):
 
 
 class Archive(_Body, kw_only=True):
+    """A decoded, verified export archive."""
+
     checksum: str
 
 
@@ -47,6 +49,7 @@ def _checksum(body: _Body) -> str:
 
 
 def encode_archive(user_id: str, settings: UserSettings, events: list[Event]) -> bytes:
+    """The archive of a user's settings and events, as canonical JSON bytes."""
     body = _Body(
         format=ARCHIVE_FORMAT,
         archive_version=ARCHIVE_VERSION,

@@ -1,6 +1,6 @@
 """Prototype import: a prototype-era ``preferences.json`` → ``legacy_record`` events.
 
-Pure parsing and validation (design.md §6, engine.md §2–§3). Everything is validated before
+Pure parsing and validation (docs/engine.md, "Prototype import"). Everything is validated before
 the store writes anything; the store makes the import idempotent.
 """
 

@@ -1,4 +1,4 @@
-"""The embedded file backend (design.md §6, docs/storage.md).
+"""The embedded file backend (docs/storage.md).
 
 Layout under the root, per user::
 
@@ -100,6 +100,7 @@ class FileStorage:
         self._tails: dict[str, tuple[tuple[int, int, int], int, str, str]] = {}
 
     def describe(self) -> str:
+        """The storage root, for messages."""
         return str(self.root)
 
     def _cache(self, user_id: str) -> FileDerivationCache:
@@ -112,14 +113,17 @@ class FileStorage:
 
     # -- derived artefacts ---------------------------------------------------------------
     def cache_keys(self, user_id: str) -> set[str]:
+        """The keys of the user's derivation-cache entries."""
         return set(self._cache(user_id).keys())
 
     def cache_get(self, user_id: str, key: str) -> bytes | None:
+        """A cache entry (marked recently used), or ``None``."""
         return self._cache(user_id).get(key)
 
     def write_back(
         self, user_id: str, generation: str, key: str, state: bytes, snapshot: bytes
     ) -> bool:
+        """Store a derived state and the snapshot while the generation is unchanged."""
         with self.locked(user_id) as d:
             if self.generation(user_id) != generation:
                 return False
@@ -140,6 +144,7 @@ class FileStorage:
 
     # -- paths and locking ---------------------------------------------------------------
     def user_dir(self, user_id: str) -> Path:
+        """The user's directory under the root (not created)."""
         return self.root / user_id
 
     def _log_path(self, user_id: str) -> Path:
@@ -155,6 +160,7 @@ class FileStorage:
         return path
 
     def ensure_user_dir(self, user_id: str) -> Path:
+        """The user's directory, created private (0700) if missing."""
         d = self.user_dir(user_id)
         make_private_dir(d)
         return d
@@ -184,11 +190,13 @@ class FileStorage:
 
     # -- queries ---------------------------------------------------------------------------
     def user_exists(self, user_id: str) -> bool:
+        """Whether the user has a log or settings file."""
         return os.path.exists(self._log_path(user_id)) or os.path.exists(
             self._settings_path(user_id)
         )
 
     def user_files(self, user_id: str) -> list[str]:
+        """Every file under the user's directory, relative, sorted."""
         d = self.user_dir(user_id)
         if not d.is_dir():
             return []
@@ -253,6 +261,7 @@ class FileStorage:
         start: int = 0,
         sink: Callable[[list[Event]], None] | None = None,
     ) -> LogSnapshot:
+        """Events from ``start`` while ``generation`` matches, else the whole log."""
         path = self._log_path(user_id)
         seen = self._seen.get(user_id)
         if seen is not None and generation == seen[1] and start == seen[0][1]:
@@ -353,9 +362,11 @@ class FileStorage:
 
     # -- writes ------------------------------------------------------------------------------
     def append(self, user_id: str, events: Sequence[Event]) -> list[Event]:
+        """Durably append ``events``; returns them as stored."""
         return self.append_positioned(user_id, events).events
 
     def append_positioned(self, user_id: str, events: Sequence[Event]) -> Appended:
+        """Append under the lock with one write and an fsync; byte offsets as positions."""
         if not events:
             return Appended(events=[], generation=self.generation(user_id), start=0, end=0)
         with self.locked(user_id):
@@ -450,6 +461,7 @@ class FileStorage:
         return self._decode_header(first[:-1], path).generation if first.endswith(b"\n") else ""
 
     def rewrite(self, user_id: str, keep: Callable[[Event], Event | None]) -> int:
+        """Rewrite the log through ``keep`` (temp file and rename) and purge derived data."""
         with self.locked(user_id):
             self._tails.pop(user_id, None)
             self._seen.pop(user_id, None)
@@ -500,6 +512,7 @@ class FileStorage:
             self._purge_derived(user_id)
 
     def read_settings(self, user_id: str) -> UserSettings | None:
+        """The user's settings (re-read only when the file changed), or ``None``."""
         path = self._settings_path(user_id)
         try:
             with open(path, "rb") as f:
@@ -526,6 +539,7 @@ class FileStorage:
     def update_settings(
         self, user_id: str, change: Callable[[UserSettings], UserSettings]
     ) -> UserSettings:
+        """Atomic read-modify-write of the settings under the lock."""
         with self.locked(user_id):
             new = change(self.read_settings(user_id) or UserSettings())
             atomic_write(self._settings_path(user_id), _encoder.encode(new) + b"\n")

@@ -1,4 +1,4 @@
-"""The content-addressed derivation cache (design.md §1; docs/storage.md).
+"""The content-addressed derivation cache (docs/storage.md).
 
 An entry maps ``key(h, version)`` — the hash chain value ``h`` of the last event of a log
 prefix and the derivation version — to that prefix's serialised derived state. Content
@@ -47,6 +47,7 @@ class FileDerivationCache:
         return self._known
 
     def get(self, key: str) -> bytes | None:
+        """The entry's bytes (its mtime touched for LRU), or ``None``."""
         path = self._path(key)
         try:
             data = path.read_bytes()
@@ -58,6 +59,7 @@ class FileDerivationCache:
         return data
 
     def put(self, key: str, data: bytes) -> None:
+        """Write an entry atomically and evict beyond the capacity."""
         if self.capacity <= 0:
             return
         make_private_dir(self.dir)

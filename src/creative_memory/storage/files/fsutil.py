@@ -9,6 +9,7 @@ from pathlib import Path
 
 
 def fsync_dir(path: Path) -> None:
+    """Flush a directory's entries to disk."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)

@@ -88,6 +88,7 @@ class PostgresStorage:
         )
 
     def describe(self) -> str:
+        """The database URL with any password redacted."""
         return self._described
 
     def close(self) -> None:
@@ -193,6 +194,7 @@ class PostgresStorage:
 
     # -- queries -----------------------------------------------------------------------------
     def user_exists(self, user_id: str) -> bool:
+        """Whether the user has a row (a log or settings)."""
         with self._conn() as conn:
             row = conn.execute(
                 "SELECT generation IS NOT NULL OR settings IS NOT NULL "
@@ -309,6 +311,7 @@ class PostgresStorage:
 
     # -- writes ------------------------------------------------------------------------------
     def append(self, user_id: str, events: Sequence[Event]) -> list[Event]:
+        """Durably append ``events`` in one transaction; returns them as stored."""
         return self.append_positioned(user_id, events).events
 
     def append_positioned(self, user_id: str, events: Sequence[Event]) -> Appended:
@@ -350,6 +353,7 @@ class PostgresStorage:
         return Appended(events=out, generation=generation, start=start, end=out[-1].seq)
 
     def rewrite(self, user_id: str, keep: Callable[[Event], Event | None]) -> int:
+        """Rewrite the log through ``keep`` in one transaction and purge derived rows."""
         with self._tx(user_id) as conn:
             row = conn.execute(
                 "SELECT generation, seq_floor FROM cm_users WHERE user_id = %s", (user_id,)
@@ -426,6 +430,7 @@ class PostgresStorage:
             ) from exc
 
     def read_settings(self, user_id: str) -> UserSettings | None:
+        """The user's settings, or ``None`` when there are none."""
         with self._conn() as conn:
             row = conn.execute(
                 "SELECT settings::text FROM cm_users WHERE user_id = %s", (user_id,)
@@ -445,12 +450,14 @@ class PostgresStorage:
         )
 
     def write_settings(self, user_id: str, settings: UserSettings) -> None:
+        """Replace the user's settings (one transaction under the user's lock)."""
         with self._tx(user_id) as conn:
             self._store_settings(conn, user_id, settings)
 
     def update_settings(
         self, user_id: str, change: Callable[[UserSettings], UserSettings]
     ) -> UserSettings:
+        """Atomic read-modify-write of the settings under the user's lock."""
         with self._tx(user_id) as conn:
             row = conn.execute(
                 "SELECT settings::text FROM cm_users WHERE user_id = %s", (user_id,)
@@ -466,6 +473,7 @@ class PostgresStorage:
 
     # -- derived artefacts -------------------------------------------------------------------
     def cache_keys(self, user_id: str) -> set[str]:
+        """The keys of the user's derivation-cache rows."""
         with self._conn() as conn:
             rows = conn.execute(
                 "SELECT key FROM cm_cache WHERE user_id = %s", (user_id,)
@@ -473,6 +481,7 @@ class PostgresStorage:
         return {k for (k,) in rows}
 
     def cache_get(self, user_id: str, key: str) -> bytes | None:
+        """A cache entry (marked recently used), or ``None``."""
         with self._conn() as conn:
             row = conn.execute(
                 "UPDATE cm_cache SET last_used = nextval('cm_cache_clock') "
@@ -485,6 +494,7 @@ class PostgresStorage:
     def write_back(
         self, user_id: str, generation: str, key: str, state: bytes, snapshot: bytes
     ) -> bool:
+        """Store a derived state and the snapshot while the generation is unchanged."""
         with self._tx(user_id) as conn:
             row = conn.execute(
                 "SELECT generation FROM cm_users WHERE user_id = %s", (user_id,)

@@ -107,6 +107,7 @@ class ModelV3(Model):
         return layout
 
     def solve(self) -> Fit:
+        """The MAP fit of this bucket by the sparse operator (cached until the next row)."""
         if self.fit is not None:
             return self.fit
         import numpy as np
