@@ -21,6 +21,7 @@ from creative_memory.engine.events import (
     Event,
     LegacyRecordEvent,
     SignalEvent,
+    event_bucket,
 )
 from creative_memory.engine.models import Preference
 
@@ -74,7 +75,7 @@ def _may_touch(ev: Event, ptype: str, pattern: str, bucket: str | None) -> bool:
     if isinstance(ev, DecayPassEvent):
         return True
     if isinstance(ev, SignalEvent):
-        b = ev.project_id if ev.scope == "project" else None
+        b = event_bucket(ev)
         return b == bucket and ev.preference_type == ptype and ev.pattern == pattern
     if isinstance(ev, LegacyRecordEvent):
         r = ev.record
@@ -84,7 +85,7 @@ def _may_touch(ev: Event, ptype: str, pattern: str, bucket: str | None) -> bool:
             and r.get("pattern") == pattern
         )
     if isinstance(ev, ComparisonEvent):
-        b = ev.project_id if ev.scope == "project" else None
+        b = event_bucket(ev)
         feats = [*ev.chose.features, *ev.over.features]
         return b == bucket and any(
             f.preference_type == ptype and f.pattern == pattern for f in feats
