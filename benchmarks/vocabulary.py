@@ -55,6 +55,7 @@ import creative_memory
 import storage as storage_bench  # benchmarks/storage.py
 from creative_memory import DERIVATION_VERSION, MemoryStore, build_prompt_block
 from creative_memory.engine.events import (
+    CHAIN_GENESIS,
     ComparisonEvent,
     ComparisonSide,
     Event,
@@ -363,7 +364,8 @@ def sample_line() -> bytes:
         T0,
         ts,
     )
-    return encode_event(with_chain("0" * 32, msgspec.structs.replace(ev, seq=123_456))) + b"\n"
+    chained = with_chain(CHAIN_GENESIS, msgspec.structs.replace(ev, seq=123_456))
+    return encode_event(chained) + b"\n"
 
 
 def raw_fsync_rate(path: Path, line: bytes, writes: int, lines_per_write: int = 1) -> float:

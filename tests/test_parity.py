@@ -20,11 +20,11 @@ import httpx
 import msgspec
 import pytest
 from click.testing import CliRunner
-from creative_memory.http.app import create_app
 from starlette.testclient import TestClient
 
 from creative_memory import CaptureLayer, MemoryStore
 from creative_memory.cli.main import main as cli_main
+from creative_memory.http.app import create_app
 from creative_memory.http.auth import DaemonFiles
 from creative_memory.http.config import DaemonConfig
 
@@ -455,7 +455,7 @@ CASES: list[Case] = [
     Case(
         "ingest an event without user_id",
         "ingest",
-        {"events": [{k: v for k, v in tag("grid", "love this", "layout").items() if k != "user_id"}]},
+        {"events": [{k: v for k, v in tag("grid", "love this").items() if k != "user_id"}]},
     ),
     # prompt / compose (the library's builders take no variant: CLI and HTTP only)
     Case("prompt", "prompt", {}, surfaces=("cli", "http")),

@@ -45,6 +45,7 @@ from creative_memory.capture.layer import CaptureLayer, CaptureReport
 from creative_memory.engine.errors import Conflict, NotFound, StorageError, ValidationError
 from creative_memory.engine.events import validate_project_id
 from creative_memory.engine.explain import Explanation
+from creative_memory.engine.ids import bucket_of_scope
 from creative_memory.engine.models import DecayResult, RetrievalResult
 from creative_memory.engine.portability.archive import decode_archive, encode_archive
 from creative_memory.engine.prompt import (
@@ -179,9 +180,9 @@ class MemoryService:
         doc = self.store.inspect(user_id, project_id)
         found = set(doc["settings"].get("disabled_projects", []))
         for rec in doc["preferences"]:
-            scope = rec.get("scope", "")
-            if isinstance(scope, str) and scope.startswith("project:"):
-                found.add(scope.removeprefix("project:"))
+            bucket = bucket_of_scope(rec["scope"])
+            if bucket is not None:
+                found.add(bucket)
         doc["projects"] = sorted(found)
         return doc
 

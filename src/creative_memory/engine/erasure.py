@@ -21,6 +21,7 @@ from creative_memory.engine.events import (
     RefinementEvent,
     SignalEvent,
     bucket_of,
+    mentions,
 )
 
 Keep = Callable[[Event], Event | None]
@@ -60,25 +61,10 @@ def forget_filter(
     """``ev`` with every trace of (``preference_type``, ``pattern``) in the bucket removed:
     ``None`` when nothing of it is left, a copy without the pattern's features (pairwise
     comparisons), or ``ev`` itself when it does not mention it."""
-    if isinstance(ev, SignalEvent):
-        if (
-            in_bucket(ev, project_id)
-            and ev.preference_type == preference_type
-            and ev.pattern == pattern
-        ):
-            return None
-        return ev
-    if isinstance(ev, LegacyRecordEvent):
-        r = ev.record
-        if (
-            ev.bucket == project_id
-            and r.get("preference_type") == preference_type
-            and r.get("pattern") == pattern
-        ):
-            return None
-        return ev
+    if isinstance(ev, SignalEvent | LegacyRecordEvent):
+        return None if mentions(ev, preference_type, pattern, project_id) else ev
     if isinstance(ev, ComparisonEvent):
-        if not in_bucket(ev, project_id):
+        if not mentions(ev, preference_type, pattern, project_id):
             return ev
 
         def strip(side: Any) -> Any:

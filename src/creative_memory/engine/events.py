@@ -318,3 +318,23 @@ def build_refinement_event(refinement: Mapping[str, Any], recorded_at: str) -> R
         project_id=project_id,
         diff=diff,
     )
+
+
+def mentions(ev: Event, preference_type: str, pattern: str, bucket: str | None) -> bool:
+    """Whether ``ev`` is evidence about (``preference_type``, ``pattern``) in ``bucket``
+    (``None`` = global): a signal or legacy record for it, or a comparison naming it on
+    either side. Other events never are."""
+    has, b = bucket_of(ev)
+    if not has or b != bucket:
+        return False
+    if isinstance(ev, SignalEvent):
+        return ev.preference_type == preference_type and ev.pattern == pattern
+    if isinstance(ev, LegacyRecordEvent):
+        r = ev.record
+        return r.get("preference_type") == preference_type and r.get("pattern") == pattern
+    if isinstance(ev, ComparisonEvent):
+        return any(
+            f.preference_type == preference_type and f.pattern == pattern
+            for f in (*ev.chose.features, *ev.over.features)
+        )
+    return False

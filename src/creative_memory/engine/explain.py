@@ -16,12 +16,11 @@ import msgspec
 
 from creative_memory.engine.derivation.registry import new_state
 from creative_memory.engine.events import (
-    ComparisonEvent,
     DecayPassEvent,
     Event,
     LegacyRecordEvent,
     SignalEvent,
-    event_bucket,
+    mentions,
 )
 from creative_memory.engine.models import Preference
 
@@ -72,25 +71,7 @@ class Explanation(msgspec.Struct, kw_only=True):
 
 
 def _may_touch(ev: Event, ptype: str, pattern: str, bucket: str | None) -> bool:
-    if isinstance(ev, DecayPassEvent):
-        return True
-    if isinstance(ev, SignalEvent):
-        b = event_bucket(ev)
-        return b == bucket and ev.preference_type == ptype and ev.pattern == pattern
-    if isinstance(ev, LegacyRecordEvent):
-        r = ev.record
-        return (
-            ev.bucket == bucket
-            and r.get("preference_type") == ptype
-            and r.get("pattern") == pattern
-        )
-    if isinstance(ev, ComparisonEvent):
-        b = event_bucket(ev)
-        feats = [*ev.chose.features, *ev.over.features]
-        return b == bucket and any(
-            f.preference_type == ptype and f.pattern == pattern for f in feats
-        )
-    return False
+    return isinstance(ev, DecayPassEvent) or mentions(ev, ptype, pattern, bucket)
 
 
 def _actions(before: Preference | None, after: Preference, ev: Event) -> list[str]:

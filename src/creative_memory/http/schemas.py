@@ -19,6 +19,7 @@ from creative_memory.app.service import (
     SettingsView,
 )
 from creative_memory.engine.explain import Explanation
+from creative_memory.engine.ids import SAFE_ID_CHARS
 from creative_memory.engine.models import Preference, RetrievalResult
 from creative_memory.http.config import MAX_BATCH
 from creative_memory.http.problems import ProblemDoc
@@ -27,7 +28,7 @@ from creative_memory.http.problems import ProblemDoc
 ProjectParam = Annotated[
     str,
     Meta(
-        pattern="^[A-Za-z0-9_-]*$",
+        pattern=f"^[{SAFE_ID_CHARS}]*$",
         description="A project id; empty or absent means no project (global memory).",
     ),
 ]
