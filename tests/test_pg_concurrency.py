@@ -137,6 +137,7 @@ def start_daemon(
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_two_daemons_ingest_for_the_same_users(pg_url: str, tmp_path: Path) -> None:
     import concurrent.futures
 
@@ -242,6 +243,7 @@ def observe_from_scratch(store: MemoryStore, user: str) -> dict[str, Any]:
         return observe(MemoryStore(d, derivation_version="1", clock=ManualClock()), user)
 
 
+@pytest.mark.slow
 def test_two_processes_ingest_for_the_same_users(pg_url: str, tmp_path: Path) -> None:
     users, threads, per_thread, processes = 16, 4, 250, 2
     total = processes * threads * per_thread
@@ -360,6 +362,7 @@ def test_a_missing_schema_is_reported(pg_server: str) -> None:
         PostgresStorage(schema_url(pg_server, "cm_no_such_schema"))
 
 
+@pytest.mark.slow
 def test_sigkilled_writer_loses_no_acknowledged_event(pg_url: str) -> None:
     rng = random.Random(20251202)
     acked: dict[str, int] = {}
@@ -434,6 +437,7 @@ def kill_connections(url: str) -> None:
         )
 
 
+@pytest.mark.slow
 def test_terminated_connections_are_replaced(pg_url: str) -> None:
     """Writes ping their connection first and replace a dead one; reads do so after a
     second of idleness (so steady traffic pays no extra round trip) and can fail once on

@@ -1111,6 +1111,7 @@ def test_resolve_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert resolve_data_dir(tmp_path / "flag") == tmp_path / "flag"
 
 
+@pytest.mark.slow
 def test_load_benchmark_smoke(tmp_path: Path) -> None:
     """benchmarks/load.py keeps working (a small run: zero errors, nothing missing)."""
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "load.py"

@@ -180,6 +180,7 @@ def wait_for(predicate: Any, timeout: float = 10.0) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_settings_memory_page_end_to_end(daemon: Daemon, browser: Browser, tmp_path: Path) -> None:
     context = browser.new_context(accept_downloads=True, viewport={"width": 1280, "height": 900})
     page = context.new_page()

@@ -1,4 +1,4 @@
-"""A bounded schemathesis run against the daemon's published OpenAPI document (issue 4).
+"""A bounded schemathesis run against the daemon's published OpenAPI document (docs/http.md).
 
 The daemon runs for real on a loopback port (seeded with a little memory, so the schema's
 examples reach records that exist). ``schemathesis run`` loads the document from the
@@ -8,7 +8,8 @@ archive's checksum must match or that a date must exist, so schema-valid input m
 refused with a 422 — which the other checks still hold to the documented problem format).
 Zero failures are allowed, server errors included.
 
-Bounded: ``SCHEMATHESIS_EXAMPLES`` cases per operation (default 80), one worker (parallel
+The operations run in two halves (two tests, so both cores work). Bounded:
+``SCHEMATHESIS_EXAMPLES`` cases per operation (default 80), one worker (parallel
 workers trip a schemathesis-internal race), a fixed seed (``SCHEMATHESIS_SEED`` overrides)
 and a hard timeout.
 """
@@ -22,6 +23,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from creative_memory import MemoryStore
 from creative_memory.http import DaemonConfig, DaemonFiles, ThreadedDaemon
@@ -31,7 +33,14 @@ SEED = os.environ.get("SCHEMATHESIS_SEED", "20260301")
 RUNNER = "import sys; from schemathesis.cli import schemathesis; sys.exit(schemathesis())"
 
 
-def test_api_conforms_to_its_openapi_document(tmp_path: Path) -> None:
+#: The operations in two halves, run as two tests (xdist spreads them over both cores).
+READS = r"^/api/v1/(memory|prompt|explain|preferences)"
+GROUPS = {"reading": ("--include-path-regex", READS), "the rest": ("--exclude-path-regex", READS)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("group", sorted(GROUPS))
+def test_api_conforms_to_its_openapi_document(tmp_path: Path, group: str) -> None:
     root = tmp_path / "mem"
     store = MemoryStore(root)
     config = DaemonConfig(root=root, port=0, max_body_bytes=64 * 1024, max_import_bytes=256 * 1024)
@@ -78,6 +87,7 @@ def test_api_conforms_to_its_openapi_document(tmp_path: Path) -> None:
             "--generation-database",
             "none",
             "--no-color",
+            *GROUPS[group],
         ]
         proc = subprocess.run(
             cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False
@@ -86,6 +96,6 @@ def test_api_conforms_to_its_openapi_document(tmp_path: Path) -> None:
         assert proc.returncode == 0, output[-20000:]
         generated = re.search(r"(\d+) generated, (\d+) passed", output)
         assert generated, output[-5000:]
-        assert int(generated[1]) >= 300 and generated[1] == generated[2], generated[0]
+        assert int(generated[1]) >= 150 and generated[1] == generated[2], generated[0]
         print(output[output.find("SUMMARY") :])
     assert token not in output  # schemathesis sanitises the Authorization header
