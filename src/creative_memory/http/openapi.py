@@ -73,12 +73,20 @@ def openapi_document(ops: Sequence[Operation] = OPERATIONS) -> dict[str, Any]:
                 "required": True,
                 "content": {op.body_media: {"schema": next(schema_of)}},
             }
+        headers = {
+            name: {"description": text, "required": True, "schema": {"type": "string"}}
+            for name, text in op.headers.items()
+        }
+        with_headers = {"headers": headers} if headers else {}
         responses: dict[str, Any] = {
             "200": {
                 "description": "OK.",
                 "content": {media: {"schema": next(schema_of)} for media in op.responses},
+                **with_headers,
             }
         }
+        for code, text in op.statuses.items():  # bodiless answers (304 Not Modified)
+            responses[str(code)] = {"description": text, **with_headers}
         for code in (*op.errors, 500):
             responses[str(code)] = {
                 "description": _ERRORS[code],

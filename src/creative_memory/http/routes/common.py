@@ -1,9 +1,11 @@
 """What every route shares (docs/http.md, "Layout"): the operation table entry each route
 module publishes (app.py mounts it, openapi.py documents it), and parsing a request into
-Python values — the JSON body into a typed Struct, query and path parameters."""
+Python values — the JSON body into a typed Struct, query and path parameters — and the
+conditional GET of what the page polls (``conditional``: ETag / If-None-Match → 304)."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -29,7 +31,7 @@ class Param:
     """A documented query or path parameter; ``type`` is its msgspec type."""
 
     name: str
-    where: str  # "query" | "path"
+    where: str  # "query" | "path" | "header"
     type: Any
     required: bool = False
 
@@ -50,6 +52,8 @@ class Operation:
     responses: Mapping[str, Any] = field(default_factory=dict)  # media type → msgspec type
     errors: tuple[int, ...] = ()
     public: bool = False  # no credentials needed
+    headers: Mapping[str, str] = field(default_factory=dict)  # response header → description
+    statuses: Mapping[int, str] = field(default_factory=dict)  # bodiless answers (304)
 
 
 def daemon(request: Request) -> Daemon:
@@ -61,6 +65,35 @@ def daemon(request: Request) -> Daemon:
 def encode(data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
     """A JSON response of any msgspec-encodable value (service results included)."""
     return Response(msgspec.json.encode(data), status, dict(headers or {}), JSON)
+
+
+#: What a conditional GET declares (docs/http.md, "Conditional requests").
+IF_NONE_MATCH: Final = Param("If-None-Match", "header", str)
+ETAG_HEADERS: Final = {"ETag": "The entity tag of this answer; send it back in If-None-Match."}
+NOT_MODIFIED: Final = {304: "Not modified: If-None-Match names the current entity tag."}
+
+
+def etag_of(body: bytes) -> str:
+    """A strong entity tag of a response body: its BLAKE2b-128 digest, quoted."""
+    return '"' + hashlib.blake2b(body, digest_size=16).hexdigest() + '"'
+
+
+def etag_matches(if_none_match: str | None, tag: str) -> bool:
+    """Whether an If-None-Match header names ``tag`` (weak comparison, ``*`` matches)."""
+    if if_none_match is None:
+        return False
+    if if_none_match.strip() == "*":
+        return True
+    return any(t.strip().removeprefix("W/") == tag for t in if_none_match.split(","))
+
+
+def conditional(request: Request, response: Response) -> Response:
+    """``response`` with its ETag, or a bodiless 304 when If-None-Match already names it."""
+    tag = etag_of(bytes(response.body))
+    if etag_matches(request.headers.get("if-none-match"), tag):
+        return Response(status_code=304, headers={"ETag": tag})
+    response.headers["ETag"] = tag
+    return response
 
 
 def check_json_type(request: Request) -> None:
@@ -141,7 +174,8 @@ def project_query(request: Request) -> str | None:
 
 def response_format(request: Request) -> str:
     """``?format=text|json`` (default text): how the answer is rendered."""
-    fmt = query(request, "format") or "text"
+    fmt = query(request, "format")
+    fmt = "text" if fmt is None else fmt  # given but empty is not one of the two
     if fmt not in ("text", "json"):
         raise invalid(f"format must be one of text, json; got {fmt!r}", "format")
     return fmt

@@ -12,9 +12,13 @@ from creative_memory.app.service import ForgetResult, ResetResult
 from creative_memory.engine.explain import Explanation
 from creative_memory.http.jsonlog import log_event
 from creative_memory.http.routes.common import (
+    ETAG_HEADERS,
+    IF_NONE_MATCH,
     JSON,
+    NOT_MODIFIED,
     Operation,
     Param,
+    conditional,
     daemon,
     encode,
     project_query,
@@ -36,14 +40,14 @@ _TYPE_PATTERN = (
 
 
 async def get_memory(request: Request) -> Response:
-    """GET /api/v1/memory: MemoryService.inspect for the token's user."""
+    """GET /api/v1/memory: MemoryService.inspect for the token's user (conditional)."""
     d = daemon(request)
     user = d.auth.authenticate(request)
     project_id = project_query(request)
     doc = await run_in_threadpool(
         d.timed, "inspect", user, project_id, lambda: d.service.inspect(user, project_id)
     )
-    return encode(doc)
+    return conditional(request, encode(doc))
 
 
 async def get_explain(request: Request) -> Response:
@@ -85,7 +89,8 @@ OPERATIONS = (
     Operation(
         "GET", "/api/v1/memory", get_memory, "inspect",
         "Everything in the user's memory (MemoryService.inspect).",
-        params=(_PROJECT,), responses={JSON: MemoryView}, errors=(400, 401, 403, 422),
+        params=(_PROJECT, IF_NONE_MATCH), responses={JSON: MemoryView},
+        errors=(400, 401, 403, 422), headers=ETAG_HEADERS, statuses=NOT_MODIFIED,
     ),
     Operation(
         "DELETE", "/api/v1/preferences/{preference_type}/{pattern}", delete_preference,

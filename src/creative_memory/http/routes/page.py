@@ -1,9 +1,10 @@
 """The Settings → Memory page and the routes around it (docs/daemon.md): liveness, the
-OpenAPI document, the page and its static files, the one-time login link, logout."""
+OpenAPI document, the page, its static files and icon, the one-time login link, logout."""
 
 from __future__ import annotations
 
 import logging
+from importlib import resources
 from typing import Final
 
 from starlette.concurrency import run_in_threadpool
@@ -22,9 +23,13 @@ CSP: Final = (
     "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
 
+#: The page's icon (an SVG, served at /favicon.ico so no browser asks in vain).
+FAVICON: Final = (resources.files("creative_memory.http") / "web" / "favicon.svg").read_bytes()
+
 _SIGNED_OUT: Final = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Sign in — creative-memory</title>
-<link rel="stylesheet" href="/static/style.css"></head>
+<link rel="stylesheet" href="/static/style.css">
+<link rel="icon" href="/favicon.ico" type="image/svg+xml"></head>
 <body><main class="signed-out"><h1>Settings → Memory</h1>
 <p>You are not signed in. Run <code>creative-memory ui</code> on this machine: it prints and
 opens a one-time login link for this page.</p></main></body></html>
@@ -58,6 +63,12 @@ async def static(request: Request) -> Response:
     if name not in WEB_FILES or name == "index.html":
         raise not_found(f"no static file {name!r}")
     return Response(daemon(request).web[name], media_type=WEB_FILES[name])
+
+
+async def favicon(request: Request) -> Response:
+    """GET /favicon.ico: the page's icon (SVG), cacheable for a day."""
+    return Response(FAVICON, media_type="image/svg+xml",
+                    headers={"Cache-Control": "public, max-age=86400"})  # fmt: skip
 
 
 async def login(request: Request) -> Response:
@@ -98,6 +109,7 @@ OPERATIONS = (
               responses={JSON: OpenApiDoc}, errors=(401,)),
     Operation("GET", "/", page, public=True),
     Operation("GET", "/static/{name}", static, public=True),
+    Operation("GET", "/favicon.ico", favicon, public=True),
     Operation("GET", "/login", login, public=True),
     Operation("POST", "/logout", logout),
 )  # fmt: skip

@@ -11,14 +11,24 @@ from starlette.responses import Response
 
 from creative_memory.app.service import SettingsChange, SettingsView
 from creative_memory.http.jsonlog import log_event
-from creative_memory.http.routes.common import JSON, Operation, daemon, encode, read_struct
+from creative_memory.http.routes.common import (
+    ETAG_HEADERS,
+    IF_NONE_MATCH,
+    JSON,
+    NOT_MODIFIED,
+    Operation,
+    conditional,
+    daemon,
+    encode,
+    read_struct,
+)
 
 
 async def get_settings(request: Request) -> Response:
-    """GET /api/v1/settings: MemoryService.settings."""
+    """GET /api/v1/settings: MemoryService.settings (conditional)."""
     d = daemon(request)
     user = d.auth.authenticate(request)
-    return encode(await run_in_threadpool(d.service.settings, user))
+    return conditional(request, encode(await run_in_threadpool(d.service.settings, user)))
 
 
 async def post_settings(request: Request) -> Response:
@@ -35,7 +45,8 @@ async def post_settings(request: Request) -> Response:
 OPERATIONS = (
     Operation(
         "GET", "/api/v1/settings", get_settings, "getSettings", "The user's settings.",
-        responses={JSON: SettingsView}, errors=(401, 403),
+        params=(IF_NONE_MATCH,), responses={JSON: SettingsView}, errors=(401, 403),
+        headers=ETAG_HEADERS, statuses=NOT_MODIFIED,
     ),
     Operation(
         "POST", "/api/v1/settings", post_settings, "changeSettings",
