@@ -1,11 +1,17 @@
-// Settings → Memory: plain JavaScript, no build step. Talks to /api/v1 with the session
-// cookie; every write carries X-Requested-With (the daemon's CSRF check). Data is written
-// into the page with textContent only, never as HTML.
+// Settings → Memory: plain JavaScript, no build step (docs/daemon.md, "The Settings → Memory
+// page"). Talks to /api/v1 with the session cookie; every write carries X-Requested-With
+// (the daemon's CSRF check). Stored strings are written into the page with textContent only,
+// never as HTML. Times are shown in the viewer's local time zone. Polling is conditional
+// (If-None-Match → 304): nothing is redrawn or refetched while nothing changed.
 "use strict";
 
 (function () {
   const $ = (id) => document.getElementById(id);
-  const state = { memory: null, memoryJson: "", busy: 0 };
+  const POLL_MS = 5000;
+  const TIMELINE_MAX = 12;
+  const state = {
+    memory: null, etag: "", busy: 0, opener: null, timelines: new Map(), pending: new Set(),
+  };
 
   function show(msg) {
     $("error").textContent = "";
@@ -16,16 +22,18 @@
     $("error").textContent = err && err.message ? err.message : String(err);
   }
 
-  async function api(method, path, body, raw) {
-    const headers = { "X-Requested-With": "creative-memory" };
+  async function send(method, path, body, raw, headers) {
+    const h = { "X-Requested-With": "creative-memory", ...(headers || {}) };
     let payload;
     if (body !== undefined) {
-      headers["Content-Type"] = "application/json";
+      h["Content-Type"] = "application/json";
       payload = raw ? body : JSON.stringify(body);
     }
-    const res = await fetch(path, {
-      method, headers, body: payload, credentials: "same-origin", cache: "no-store",
-    });
+    return fetch(path, { method, headers: h, body: payload, credentials: "same-origin",
+      cache: "no-store" });
+  }
+
+  async function parse(res) {
     const type = res.headers.get("Content-Type") || "";
     const data = type.includes("json") ? await res.json() : await res.text();
     if (!res.ok) {
@@ -37,6 +45,10 @@
       throw new Error(`${detail}${field}`);
     }
     return data;
+  }
+
+  async function api(method, path, body, raw) {
+    return parse(await send(method, path, body, raw));
   }
 
   const q = (params) => {
@@ -66,6 +78,68 @@
     select.value = values.includes(keep) ? keep : fixed[0][0];
   }
 
+  // -- focus ---------------------------------------------------------------------------------
+  // Redrawing replaces elements; the element that had focus is found again by its id or its
+  // data-focus key, so neither an action nor a poll drops focus to the page body.
+  function focusKey(e) {
+    if (!e || e === document.body) return null;
+    return e.id ? { id: e.id } : e.dataset && e.dataset.focus ? { key: e.dataset.focus } : null;
+  }
+
+  function findKey(k) {
+    if (!k) return null;
+    return k.id ? $(k.id) : document.querySelector(`[data-focus="${CSS.escape(k.key)}"]`);
+  }
+
+  function keepingFocus(fn) {
+    const had = focusKey(document.activeElement);
+    fn();
+    const now = document.activeElement;
+    if (had && (!now || now === document.body || !now.isConnected)) focusOn(findKey(had));
+  }
+
+  function focusOn(e, fallback) {
+    const target = e && e.isConnected && !e.disabled && !e.closest("[hidden]") ? e : fallback;
+    if (target) target.focus();
+  }
+
+  // -- words, times --------------------------------------------------------------------------
+  const TIME = { year: "numeric", month: "short", day: "numeric", hour: "2-digit",
+    minute: "2-digit", timeZoneName: "short" };
+  const localTime = (iso) => new Date(iso).toLocaleString(undefined, TIME);
+  const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;
+  const human = (pattern) => pattern.replace(/[_-]+/g, " ").trim() || pattern;
+  const fmt = (n) => (typeof n === "number" ? n.toFixed(3) : "");
+
+  function ago(iso) {
+    const s = (new Date(iso).getTime() - Date.now()) / 1000;
+    const rtf = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
+    const steps = [[60, "second"], [60, "minute"], [24, "hour"], [30, "day"], [12, "month"]];
+    let v = s;
+    for (const [size, unit] of steps) {
+      if (Math.abs(v) < size) return rtf.format(Math.round(v), unit);
+      v /= size;
+    }
+    return rtf.format(Math.round(v), "year");
+  }
+
+  function strengthWord(x) {
+    if (x >= 0.75) return "strong";
+    if (x >= 0.4) return "moderate";
+    return "weak";
+  }
+
+  function evidenceWords(r) {
+    const neg = plural(r.reject_count, "rejection", "rejections");
+    const pos = plural(r.accept_count, "acceptance", "acceptances");
+    if (!r.accept_count && !r.reject_count) {
+      return plural(r.source_event_count, "signal", "signals");
+    }
+    const first = r.polarity === "negative" ? [neg, r.accept_count ? pos : ""]
+      : [pos, r.reject_count ? neg : ""];
+    return first.filter(Boolean).join(", ");
+  }
+
   // -- rendering -----------------------------------------------------------------------------
   function renderSettings(m) {
     const s = m.settings;
@@ -76,7 +150,7 @@
     let pause = "Learning is on.";
     if (!s.memory_enabled) pause = "Memory is off: nothing is learned or injected.";
     else if (s.paused_now && s.paused_until) {
-      pause = `Learning paused until ${new Date(s.paused_until).toLocaleString()}.`;
+      pause = `Learning paused until ${localTime(s.paused_until)}.`;
     } else if (s.paused_now) pause = "Learning paused until you resume.";
     $("pause-state").textContent = pause;
     $("resume").disabled = !s.paused;
@@ -103,63 +177,206 @@
       ["global", "Global memory only"]], m.projects, "project:");
   }
 
-  function fmt(n) {
-    return typeof n === "number" ? n.toFixed(3) : "";
+  function injectedIds(m) {
+    const r = m.retrieval || {};
+    const all = [...(r.positives || []), ...(r.negatives || []), ...(r.project_overrides || [])];
+    return new Set(all.map((x) => x.id));
   }
 
-  function renderTable(m) {
+  function haystack(r) {
+    return [r.preference_type, r.pattern, human(r.pattern), r.scope, r.polarity,
+      r.polarity === "negative" ? "avoid" : "prefer", r.confidence, ...(r.sources || []),
+      ...(r.explicit_tags || [])].join(" ").toLowerCase();
+  }
+
+  // What is put into prompts first, then the strongest.
+  function visibleRecords(m, injected) {
     const filter = $("scope-filter").value;
-    const rows = m.preferences.filter((r) => filter === "all" || r.scope === filter);
-    const body = $("prefs").querySelector("tbody");
-    body.replaceChildren();
-    for (const r of rows) {
-      const tr = el("tr");
-      tr.dataset.pattern = r.pattern;
-      tr.dataset.type = r.preference_type;
-      tr.dataset.scope = r.scope;
-      tr.append(
-        el("td", r.preference_type),
-        el("th", r.pattern, { scope: "row" }),
-        el("td", r.polarity === "negative" ? "avoid (−)" : "prefer (+)"),
-        el("td", fmt(r.signal_strength)),
-        el("td", r.confidence),
-        el("td", r.polarity_status + (r.shadow_of ? " (shadow)" : "")),
-        el("td", (r.sources || []).join(", ")),
-        el("td", r.scope),
-        el("td", `v${r.derivation_version} · ${r.source_event_count} events · ` +
-          `seq ≤ ${r.last_derived_event_seq}`),
-      );
-      const actions = el("td", null, { class: "actions" });
-      const label = `${r.preference_type} ${r.pattern} (${r.scope})`;
-      const why = el("button", "Why?", { type: "button", "aria-label": `Why: ${label}` });
-      why.addEventListener("click", () => explain(r));
-      const forget = el("button", "Forget", {
-        type: "button", class: "destructive", "aria-label": `Forget ${label}`,
-      });
-      forget.addEventListener("click", () => forgetRow(r));
-      actions.append(why, forget);
-      tr.append(actions);
-      body.append(tr);
+    const terms = $("search").value.toLowerCase().split(/\s+/).filter(Boolean);
+    return m.preferences.filter((r) => (filter === "all" || r.scope === filter) &&
+      terms.every((t) => haystack(r).includes(t)))
+      .sort((a, b) => (injected.has(b.id) - injected.has(a.id)) ||
+        (b.signal_strength - a.signal_strength));
+  }
+
+  function detail(dl, term, value) {
+    dl.append(el("dt", term), el("dd", value));
+  }
+
+  function card(r, injected) {
+    const neg = r.polarity === "negative";
+    const li = el("li", null, { class: `record ${neg ? "neg" : "pos"}${injected ? " injected" : ""}` });
+    li.dataset.pattern = r.pattern;
+    li.dataset.type = r.preference_type;
+    li.dataset.scope = r.scope;
+    li.dataset.key = r.id;
+    const label = `${r.preference_type} ${r.pattern} (${r.scope})`;
+    const hid = `rec-${r.id}`;
+
+    const main = el("div", null, { class: "record-main" });
+    main.append(el("p", `${r.preference_type} · ${r.scope === "global" ? "global memory" :
+      `project ${projectOf(r.scope)}`}`, { class: "record-kind" }));
+    const head = el("h3", null, { class: "sentence", id: hid });
+    const last = el("time", ago(r.last_seen), { datetime: r.last_seen, title: localTime(r.last_seen) });
+    head.append(el("span", neg ? "Avoid" : "Prefer", { class: "verb" }), ` ${human(r.pattern)} — `,
+      `${strengthWord(r.signal_strength)}, ${evidenceWords(r)}, last `, last);
+    main.append(head);
+
+    const measures = el("div", null, { class: "measures" });
+    measures.append(el("span", neg ? "avoid (−)" : "prefer (+)", { class: `badge ${neg ? "neg" : "pos"}` }));
+    const bar = el("span", null, { class: "strength" });
+    const meter = el("meter", null, { min: "0", max: "1", value: String(r.signal_strength),
+      "aria-label": `Strength ${fmt(r.signal_strength)} of 1` });
+    bar.append(el("span", "Strength", { class: "hint", "aria-hidden": "true" }), meter,
+      el("span", r.signal_strength.toFixed(2), { class: "num", "aria-hidden": "true" }));
+    measures.append(bar, el("span", `${r.confidence} confidence`, { class: `badge conf-${r.confidence}` }));
+    if (injected) measures.append(el("span", "In prompts", { class: "badge injected" }));
+    if (r.polarity_status !== "stable" || r.shadow_of) {
+      measures.append(el("span", r.polarity_status + (r.shadow_of ? " (shadow)" : ""),
+        { class: "badge status" }));
     }
+    main.append(measures);
+
+    const timeline = el("div", null, { class: "timeline-wrap" });
+    timeline.dataset.timeline = timelineKey(r);
+    main.append(timeline);
+    fillTimeline(timeline, r);
+
+    const more = el("details");
+    more.append(el("summary", "Details", { "aria-label": `Details: ${label}` }));
+    const dl = el("dl");
+    detail(dl, "Type", r.preference_type);
+    detail(dl, "Pattern", r.pattern);
+    detail(dl, "Scope", r.scope);
+    detail(dl, "Status", r.polarity_status + (r.shadow_of ? " (shadow)" : ""));
+    detail(dl, "Evidence sources", (r.sources || []).join(", "));
+    if ((r.explicit_tags || []).length) detail(dl, "Tags", r.explicit_tags.join(", "));
+    detail(dl, "Last seen", localTime(r.last_seen));
+    detail(dl, "Decays", localTime(r.decay_at));
+    detail(dl, "Provenance", `v${r.derivation_version} · ${r.source_event_count} events · ` +
+      `seq ≤ ${r.last_derived_event_seq}`);
+    more.append(dl);
+    main.append(more);
+
+    const actions = el("div", null, { class: "actions" });
+    const why = el("button", "Why?", { type: "button", "aria-label": `Why: ${label}`,
+      "data-focus": `why:${r.id}` });
+    why.addEventListener("click", () => explain(r, why));
+    const forget = el("button", "Forget", { type: "button", class: "destructive",
+      "aria-label": `Forget ${label}`, "data-focus": `forget:${r.id}` });
+    forget.addEventListener("click", () => forgetRow(r));
+    actions.append(why, forget);
+    li.append(main, actions);
+    return li;
+  }
+
+  function renderRecords(m) {
+    const injected = injectedIds(m);
+    const rows = visibleRecords(m, injected);
+    keepingFocus(() => {
+      $("records").replaceChildren(...rows.map((r) => card(r, injected.has(r.id))));
+    });
     $("empty").hidden = rows.length > 0;
     const n = m.preferences.length;
-    $("counts").textContent = `${rows.length} shown of ${n} record${n === 1 ? "" : "s"}`;
+    const inPrompt = m.preferences.filter((r) => injected.has(r.id)).length;
+    const where = m.project_id ? `project ${m.project_id}` : "global memory";
+    $("counts").textContent = `${rows.length} shown of ${plural(n, "record", "records")}; ` +
+      `${inPrompt} in prompts for ${where}.`;
+    observeTimelines();
   }
 
+  // -- evidence timelines (GET /api/v1/explain, fetched for the cards on screen) --------------
+  function timelineKey(r) {
+    return `${r.id}:${r.last_derived_event_seq}:${r.source_event_count}`;
+  }
+
+  function fillTimeline(box, r) {
+    const steps = state.timelines.get(box.dataset.timeline);
+    if (!steps) {
+      box.replaceChildren(el("p", "Evidence: loading…", { class: "hint" }));
+      return;
+    }
+    const shown = steps.slice(-TIMELINE_MAX);
+    const first = steps[0];
+    const last = steps[steps.length - 1];
+    const list = el("ol", null, { class: "timeline", "aria-label": `Evidence for ${r.pattern}` });
+    if (steps.length > shown.length) {
+      list.append(el("li", `+${steps.length - shown.length}`, { class: "tick more",
+        title: `${steps.length - shown.length} earlier` }));
+    }
+    for (const s of shown) {
+      const side = s.polarity === "negative" ? "against" : s.polarity === "positive" ? "for" : "other";
+      const what = [s.signal_type || s.kind, s.polarity === "negative" ? "avoid" :
+        s.polarity === "positive" ? "prefer" : ""].filter(Boolean).join(", ");
+      const li = el("li", null, { class: `tick ${side}`, title: `${localTime(s.at)}: ${what}` });
+      li.append(el("span", side === "against" ? "−" : side === "for" ? "+" : "·", { "aria-hidden": "true" }),
+        el("span", `${localTime(s.at)}: ${what}`, { class: "visually-hidden" }));
+      list.append(li);
+    }
+    const span = first && last ? `${localTime(first.at)} → ${localTime(last.at)}` : "no events";
+    box.replaceChildren(list, el("p", `${plural(steps.length, "event", "events")} · ${span}`,
+      { class: "hint timeline-span" }));
+  }
+
+  let observer = null;
+  function observeTimelines() {
+    if (!observer) {
+      observer = new IntersectionObserver((entries) => {
+        for (const e of entries) if (e.isIntersecting) loadTimeline(e.target);
+      }, { rootMargin: "600px" });
+    }
+    observer.disconnect();
+    for (const box of document.querySelectorAll("#records .timeline-wrap")) {
+      if (!state.timelines.has(box.dataset.timeline)) observer.observe(box);
+    }
+  }
+
+  let timelineQueue = Promise.resolve();
+  function loadTimeline(box) {
+    const key = box.dataset.timeline;
+    observer.unobserve(box);
+    if (state.timelines.has(key) || state.pending.has(key)) return;
+    const r = state.memory && state.memory.preferences.find((x) => timelineKey(x) === key);
+    if (!r) return;
+    state.pending.add(key);
+    timelineQueue = timelineQueue.then(async () => {
+      try {
+        const e = await api("GET", explainPath(r));
+        const mine = e.steps.filter((s) => s.effects.some((x) => x.record_id === r.id));
+        state.timelines.set(key, mine.length ? mine : e.steps);
+      } catch (err) {
+        state.timelines.set(key, []);
+      } finally {
+        state.pending.delete(key);
+      }
+      for (const b of document.querySelectorAll("#records .timeline-wrap")) {
+        if (b.dataset.timeline === key) fillTimeline(b, r);
+      }
+    });
+  }
+
+  // -- loading, conditionally ----------------------------------------------------------------
   async function refresh(force) {
     try {
-      const m = await api("GET", "/api/v1/memory");
-      const json = JSON.stringify(m);
-      if (force || json !== state.memoryJson) {
-        state.memory = m;
-        state.memoryJson = json;
+      const project = $("preview-project").value;
+      const path = `/api/v1/memory${q({ project_id: project })}`;
+      const headers = !force && state.etag && state.path === path ? { "If-None-Match": state.etag } : {};
+      const res = await send("GET", path, undefined, false, headers);
+      if (res.status === 304) return false;
+      const m = await parse(res);
+      state.memory = m;
+      state.etag = res.headers.get("ETag") || "";
+      state.path = path;
+      keepingFocus(() => {
         renderSettings(m);
         renderProjects(m);
-        renderTable(m);
-      }
+      });
+      renderRecords(m);
       await preview();
+      return true;
     } catch (err) {
       fail(err);
+      return false;
     }
   }
 
@@ -171,28 +388,34 @@
   }
 
   // -- actions -------------------------------------------------------------------------------
-  // Actions run one after another, in the order the person made them; none is dropped.
+  // Actions run one after another, in the order the person made them; none is dropped. After
+  // each, focus goes to ``focus()`` (when given) or stays where it was.
   let queue = Promise.resolve();
-  function act(fn, done) {
+  function act(fn, done, focus) {
     state.busy += 1;
     queue = queue.then(async () => {
       try {
         await fn();
         show(done);
-        await refresh(true);
       } catch (err) {
         fail(err);
-        await refresh(true);
-      } finally {
-        state.busy -= 1;
       }
+      await refresh(true);
+      if (focus) focusOn(focus(), $("h-inspector"));
+      state.busy -= 1;
     });
     return queue;
   }
 
   function setProject(p, ignore) {
     return act(() => api("POST", "/api/v1/settings", { project_ignore_global: { [p]: ignore } }),
-      ignore ? `Project ${p} now ignores global memory.` : `Project ${p} uses global memory.`);
+      ignore ? `Project ${p} now ignores global memory.` : `Project ${p} uses global memory.`,
+      () => $(`ignore-${p}`) || $("new-project"));
+  }
+
+  function explainPath(r) {
+    return `/api/v1/explain/${encodeURIComponent(r.preference_type)}/` +
+      `${encodeURIComponent(r.pattern)}${q({ project_id: projectOf(r.scope) })}`;
   }
 
   function forgetRow(r) {
@@ -200,36 +423,43 @@
     const where = project ? `project ${project}` : "global memory";
     if (!window.confirm(`Forget “${r.pattern}” (${r.preference_type}) in ${where}? ` +
       "Every raw event about it is erased for real.")) return Promise.resolve();
+    // focus goes to the next record (else the previous one, else the inspector's heading)
+    const cards = Array.from(document.querySelectorAll("#records li.record"));
+    const at = cards.findIndex((c) => c.dataset.key === r.id);
+    const next = cards[at + 1] || cards[at - 1];
+    const nextKey = next ? `why:${next.dataset.key}` : null;
     const path = `/api/v1/preferences/${encodeURIComponent(r.preference_type)}/` +
       `${encodeURIComponent(r.pattern)}${q({ project_id: project })}`;
     return act(async () => {
       const res = await api("DELETE", path);
       $("why").hidden = true;
       return res;
-    }, `Forgot ${r.pattern} in ${where}.`);
+    }, `Forgot ${r.pattern} in ${where}.`,
+    () => (nextKey ? findKey({ key: nextKey }) : null) || $("h-inspector"));
   }
 
-  async function explain(r) {
-    const project = projectOf(r.scope);
-    const path = `/api/v1/explain/${encodeURIComponent(r.preference_type)}/` +
-      `${encodeURIComponent(r.pattern)}${q({ project_id: project })}`;
+  async function explain(r, opener) {
     try {
-      const e = await api("GET", path);
+      const e = await api("GET", explainPath(r));
+      state.opener = { key: `why:${r.id}` };
       $("h-why").textContent = `Why? ${r.preference_type} / ${r.pattern} (${r.scope})`;
-      $("why-summary").textContent = `${e.steps.length} event(s) shaped this record ` +
-        `(derivation v${e.derivation_version}); the trace ends at the current record.`;
-      const body = $("why-steps").querySelector("tbody");
-      body.replaceChildren();
+      $("why-summary").textContent = `${plural(e.steps.length, "event", "events")} shaped this ` +
+        `record (derivation v${e.derivation_version}); the trace ends at the current record. ` +
+        "Times are in your time zone.";
+      const list = $("why-steps");
+      list.replaceChildren();
       for (const s of e.steps) {
         const effects = s.effects.map((x) => {
           const before = x.strength_before === null ? "new" : fmt(x.strength_before);
           return `${x.actions.join(", ")}: ${before} → ${fmt(x.strength_after)}, ` +
             `${x.confidence_after}, ${x.status_after} (${x.polarity})`;
         }).join("; ");
-        const tr = el("tr");
-        body.append(tr);
-        tr.append(el("td", s.seq), el("td", s.at), el("td", s.kind),
-          el("td", [s.signal_type, s.polarity].filter(Boolean).join(" ")), el("td", effects));
+        const li = el("li");
+        li.append(el("span", `#${s.seq}`, { class: "seq" }), " ",
+          el("time", localTime(s.at), { datetime: s.at }), " · ",
+          el("span", [s.kind, s.signal_type, s.polarity].filter(Boolean).join(" ")),
+          el("span", effects, { class: "effects" }));
+        list.append(li);
       }
       const evidence = $("why-evidence");
       evidence.replaceChildren();
@@ -247,7 +477,13 @@
       $("h-why").focus();
     } catch (err) {
       fail(err);
+      focusOn(opener);
     }
+  }
+
+  function closeWhy() {
+    $("why").hidden = true;
+    focusOn(findKey(state.opener), $("h-inspector"));
   }
 
   function wire() {
@@ -255,21 +491,24 @@
     $("memory-enabled").addEventListener("change", (ev) => {
       const on = ev.target.checked;
       act(() => api("POST", "/api/v1/settings", { memory_enabled: on }),
-        on ? "Memory is on." : "Memory is off.");
+        on ? "Memory is on." : "Memory is off.", () => $("memory-enabled"));
     });
     $("diagnostics-feed").addEventListener("change", (ev) => {
       const on = ev.target.checked;
       act(() => api("POST", "/api/v1/settings", { diagnostics_feed: on }),
-        on ? "Diagnostics feed on." : "Diagnostics feed off.");
+        on ? "Diagnostics feed on." : "Diagnostics feed off.", () => $("diagnostics-feed"));
     });
     $("pause").addEventListener("click", () => {
       const v = $("pause-until").value;
       const until = v ? new Date(v).toISOString() : null;
       return act(() => api("POST", "/api/v1/settings", { paused: true, paused_until: until }),
-        until ? `Learning paused until ${new Date(until).toLocaleString()}.` : "Learning paused.");
+        until ? `Learning paused until ${localTime(until)}.` : "Learning paused.",
+        () => $("resume"));
     });
+    // Resume disables itself: focus goes to Pause, its counterpart.
     $("resume").addEventListener("click", () => act(
-      () => api("POST", "/api/v1/settings", { paused: false }), "Learning resumed."));
+      () => api("POST", "/api/v1/settings", { paused: false }), "Learning resumed.",
+      () => $("pause")));
     $("add-project").addEventListener("submit", (ev) => {
       ev.preventDefault();
       const p = $("new-project").value.trim();
@@ -277,24 +516,30 @@
       $("new-project").value = "";
       setProject(p, true);
     });
-    $("scope-filter").addEventListener("change", () => state.memory && renderTable(state.memory));
-    $("refresh").addEventListener("click", () => refresh(true).then(() => show("Refreshed.")));
-    $("preview-project").addEventListener("change", () => preview().catch(fail));
+    $("scope-filter").addEventListener("change", () => state.memory && renderRecords(state.memory));
+    $("search").addEventListener("input", () => state.memory && renderRecords(state.memory));
+    $("refresh").addEventListener("click", () => refresh(true).then(() => {
+      show("Refreshed.");
+      focusOn($("refresh"));
+    }));
+    $("preview-project").addEventListener("change", () => refresh(true));
     $("preview-variant").addEventListener("change", () => preview().catch(fail));
-    $("why-close").addEventListener("click", () => { $("why").hidden = true; });
+    $("why-close").addEventListener("click", closeWhy);
+    $("why").addEventListener("keydown", (ev) => {
+      if (ev.key === "Escape") closeWhy();
+    });
     $("import-form").addEventListener("submit", (ev) => {
       ev.preventDefault();
       const file = $("import-file").files[0];
       if (!file) return;
       const mode = $("import-mode").value;
+      let added;
       act(async () => {
         const text = await file.text();
         const res = await api("POST", `/api/v1/import${q({ mode })}`, text, true);
-        state.lastImport = res.events_added;
-      }, "Import done.").then(() => {
-        if (state.lastImport !== undefined) {
-          show(`Imported ${state.lastImport} event(s) (${mode}).`);
-        }
+        added = res.events_added;
+      }, "Import done.", () => $("import")).then(() => {
+        if (added !== undefined) show(`Imported ${added} event(s) (${mode}).`);
       });
     });
     const dialog = $("reset-dialog");
@@ -309,14 +554,15 @@
     $("reset-confirm").addEventListener("click", () => {
       const scope = $("reset-scope").value;
       dialog.close();
-      act(() => api("POST", "/api/v1/reset", { confirm: true, scope }), "Memory erased.");
+      act(() => api("POST", "/api/v1/reset", { confirm: true, scope }), "Memory erased.",
+        () => $("reset"));
     });
     document.addEventListener("visibilitychange", () => {
       if (!document.hidden) refresh(false);
     });
     setInterval(() => {
       if (!document.hidden && !state.busy && !dialog.open) refresh(false);
-    }, 5000);
+    }, POLL_MS);
   }
 
   wire();
