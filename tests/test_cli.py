@@ -183,6 +183,18 @@ def one_line_error(r: Result, code: int, *needles: str) -> None:
         assert n in lines[0], (n, lines[0])
 
 
+@pytest.fixture(autouse=True)
+def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The local time zone is UTC here: a bare date is the end of that day in UTC."""
+    import time
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
 @pytest.fixture
 def cli(tmp_path: Path) -> Cli:
     return Cli(tmp_path)
@@ -419,11 +431,11 @@ def test_enable_disable(cli: Cli) -> None:
 
 def test_pause_and_resume(cli: Cli) -> None:
     cli.teach()
-    r = cli.ok("pause", "--until", "2099-01-01")
-    assert "until 2099-01-01T00:00:00.000Z" in r.out
+    r = cli.ok("pause", "--until", "2099-01-01")  # the end of that (local) day
+    assert "until 2099-01-01 23:59 UTC (2099-01-01T23:59:59.999Z)" in r.out
     settings = cli.json("inspect")["settings"]
     assert settings["paused"] and settings["paused_now"]
-    assert settings["paused_until"] == "2099-01-01T00:00:00.000Z"
+    assert settings["paused_until"] == "2099-01-01T23:59:59.999Z"
     n = cli.json("inspect")["event_count"]
     r = cli.ok("ingest", "-", input=jsonl([tag("pastel", "love this", ts="2026-03-02")]))
     assert "memory is paused" in r.out
@@ -657,6 +669,7 @@ def test_forget(cli: Cli) -> None:
         "pattern": "x",
         "project_id": "ghost",
         "events_removed": 0,
+        "suggestions": [],
     }
 
 
@@ -919,7 +932,12 @@ def _read_all(fd: int) -> bytes:
 def _on_a_terminal(cli: Cli, root: Path, *args: str) -> tuple[int, bytes, bytes]:
     """Run with stderr on a pseudo-terminal: (exit code, stdout, what the terminal showed)."""
     master, slave = pty.openpty()
-    env = {**cli.env, "TERM": "xterm", "MEMORY_STORAGE_ROOT": str(root)}
+    env = {
+        **cli.env,
+        "TERM": "xterm",
+        "MEMORY_STORAGE_ROOT": str(root),
+        "CREATIVE_MEMORY_PROGRESS_DELAY": "0",  # show it at once (the default waits 1 s)
+    }
     proc = subprocess.Popen(
         [sys.executable, "-m", "creative_memory.cli", *args],
         stdout=subprocess.PIPE,
@@ -1019,10 +1037,10 @@ def test_prompt_into_a_host_prompt(cli: Cli) -> None:
 def test_decay(cli: Cli) -> None:
     cli.teach()
     r = cli.ok("decay", "--now", "2026-03-02")
-    assert r.out == "Decay pass at 2026-03-02T00:00:00.000Z: 0 decayed, 0 archived.\n"
+    assert r.out == "Decay pass at 2026-03-02T23:59:59.999Z: 0 decayed, 0 archived.\n"
     doc = cli.json("decay", "--now", "2026-07-01")
     assert doc["decayed"] == 3 and doc["archived"] == 0
-    assert doc["now"] == "2026-07-01T00:00:00.000Z"
+    assert doc["now"] == "2026-07-01T23:59:59.999Z"
     doc = cli.json("decay", "--now", "2027-06-01T00:00:00+00:00")
     assert doc["archived"] >= 1
     assert cli.json("decay")["now"].endswith("Z")  # default: the current time

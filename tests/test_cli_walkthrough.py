@@ -147,7 +147,7 @@ def test_walkthrough_outputs_match_the_doc(walkthrough: list[tuple[Step, list[st
 def test_walkthrough_covers_the_newcomer_path(walkthrough: list[tuple[Step, list[str]]]) -> None:
     commands = [s.command or "" for s, _ in walkthrough]
     for needed in ("ingest", "inspect", "pause", "resume", "forget", "explain", "prompt",
-                   "export --to", "reset --confirm", "import"):  # fmt: skip
+                   "export alice", "reset --confirm", "import"):  # fmt: skip
         assert any(c.startswith(f"creative-memory {needed}") for c in commands), needed
     # the walkthrough shows a refusal (reset without --confirm) and a rejected ingest line
     codes = [out for s, out in walkthrough if s.command == "echo $?"]

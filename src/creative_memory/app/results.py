@@ -56,14 +56,23 @@ class ProjectToggle(msgspec.Struct, kw_only=True):
     settings: SettingsView
 
 
+class SettingsUpdate(msgspec.Struct, kw_only=True):
+    """A user's settings after one switch, and whether the switch changed anything."""
+
+    changed: bool
+    settings: SettingsView
+
+
 class ForgetResult(msgspec.Struct, kw_only=True):
-    """What ``forget`` erased; ``events_removed`` is 0 when there was nothing to forget."""
+    """What ``forget`` erased; ``events_removed`` is 0 when there was nothing to forget,
+    and then ``suggestions`` lists close ``type/pattern`` names from the user's records."""
 
     user_id: str
     preference_type: str
     pattern: str
     project_id: str | None
     events_removed: int
+    suggestions: list[str] = msgspec.field(default_factory=list)
 
 
 class ResetResult(msgspec.Struct, kw_only=True):

@@ -18,6 +18,7 @@ The rules that the surfaces used to decide differently (docs/architecture.md,
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -38,6 +39,7 @@ from creative_memory.app.results import (
     PromptResult,
     ResetResult,
     SettingsChange,
+    SettingsUpdate,
     SettingsView,
 )
 from creative_memory.app.store import MemoryStore
@@ -72,6 +74,7 @@ __all__ = [
     "PromptResult",
     "ResetResult",
     "SettingsChange",
+    "SettingsUpdate",
     "SettingsView",
     "StorageError",
     "ValidationError",
@@ -95,20 +98,24 @@ class MemoryService:
         """The user's settings and whether a pause is in force now."""
         return SettingsView.of(self.store.get_settings(user_id), self.store.is_paused(user_id))
 
-    def set_enabled(self, user_id: str, enabled: bool) -> SettingsView:
+    def set_enabled(self, user_id: str, enabled: bool) -> SettingsUpdate:
         """The soft kill switch: off means nothing is learned or injected (nothing deleted)."""
-        self.store.set_memory_enabled(user_id, enabled)
-        return self.settings(user_id)
+        return self._update(user_id, lambda: self.store.set_memory_enabled(user_id, enabled))
 
-    def pause(self, user_id: str, until: str | None = None) -> SettingsView:
+    def pause(self, user_id: str, until: str | None = None) -> SettingsUpdate:
         """Pause learning until ``until`` (a future ISO 8601 date) or until resumed."""
-        self.store.pause(user_id, until)
-        return self.settings(user_id)
+        return self._update(user_id, lambda: self.store.pause(user_id, until))
 
-    def resume(self, user_id: str) -> SettingsView:
-        """End a pause."""
-        self.store.resume(user_id)
-        return self.settings(user_id)
+    def resume(self, user_id: str) -> SettingsUpdate:
+        """End a pause (``changed`` is false when learning was not paused)."""
+        return self._update(user_id, lambda: self.store.resume(user_id))
+
+    def _update(self, user_id: str, change: Callable[[], None]) -> SettingsUpdate:
+        """Apply one switch; ``changed`` tells whether the settings differ afterwards."""
+        before = self.settings(user_id)
+        change()
+        after = self.settings(user_id)
+        return SettingsUpdate(changed=after != before, settings=after)
 
     def set_project_ignores_global(
         self, user_id: str, project_id: str, ignore: bool
@@ -124,10 +131,9 @@ class MemoryService:
             settings=self.settings(user_id),
         )
 
-    def set_diagnostics_feed(self, user_id: str, enabled: bool) -> SettingsView:
+    def set_diagnostics_feed(self, user_id: str, enabled: bool) -> SettingsUpdate:
         """Switch the one-line diagnostics summary for chat."""
-        self.store.set_diagnostics_feed(user_id, enabled)
-        return self.settings(user_id)
+        return self._update(user_id, lambda: self.store.set_diagnostics_feed(user_id, enabled))
 
     def change_settings(self, user_id: str, change: SettingsChange) -> SettingsView:
         """Change several settings at once: everything is validated before anything is
@@ -196,12 +202,31 @@ class MemoryService:
         """The derivation trace of one pattern; :class:`NotFound` when nothing is known."""
         result = self.store.explain(user_id, preference_type, pattern, project_id=project_id)
         if not result.steps and not result.records:
+            close = self.suggestions(user_id, preference_type, pattern)
+            hint = f"; did you mean {' or '.join(close)}?" if close else ""
             raise NotFound(
                 "pattern",
                 f"nothing to explain: {user_id} has no memory of "
-                f"{preference_type}/{pattern} in {_where(project_id)}",
+                f"{preference_type}/{pattern} in {_where(project_id)}{hint}",
             )
         return result
+
+    def suggestions(self, user_id: str, preference_type: str, pattern: str) -> list[str]:
+        """Up to three ``type/pattern`` names from the user's own records close to the one
+        asked for (a typo, another spelling, a shortened pattern); never the name itself."""
+        wanted = f"{preference_type}/{pattern}"
+        known = sorted(
+            {f"{p.preference_type}/{p.pattern}" for p in self.store.list_preferences(user_id)}
+            - {wanted}
+        )
+        close = difflib.get_close_matches(wanted, known, n=3, cutoff=0.6)
+        for name in known:  # the same pattern under another type, or a longer pattern
+            ptype, _, pat = name.partition("/")
+            if (pat == pattern or (ptype == preference_type and pattern in pat)) and (
+                name not in close
+            ):
+                close.append(name)
+        return close[:3]
 
     # erasure ------------------------------------------------------------------------------
     def forget(
@@ -219,6 +244,7 @@ class MemoryService:
             pattern=pattern,
             project_id=project_id,
             events_removed=removed,
+            suggestions=[] if removed else self.suggestions(user_id, preference_type, pattern),
         )
 
     def reset(self, user_id: str, scope: str = "all", *, confirm: bool) -> ResetResult:

@@ -7,9 +7,11 @@ no storage. Reference: docs/cli.md.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from datetime import date, datetime, time
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import click
 
@@ -32,7 +34,10 @@ if TYPE_CHECKING:  # imported lazily: `demo` and `--help` stay fast
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-DATE_HELP = "an ISO 8601 date or date-time, e.g. 2026-03-01 or 2026-03-01T10:00:00Z (UTC)"
+DATE_HELP = (
+    "an ISO 8601 date or date-time, e.g. 2026-03-01 (the end of that day in your local "
+    "time zone) or 2026-03-01T10:00:00Z"
+)
 
 
 @dataclass
@@ -47,6 +52,7 @@ class State:
     json: bool = False
     derivation_version: str | None = None
     database_flag: str | None = None
+    quiet: bool = False
     _store: MemoryStore | None = field(default=None, repr=False)
     _service: MemoryService | None = field(default=None, repr=False)
     _root: ResolvedRoot | None = field(default=None, repr=False)
@@ -128,11 +134,39 @@ validate_project = validator(validate_project_id)
 validate_version = validator(_check_version)
 
 
+_BARE_DATE = re.compile(r"(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?")
+
+
+def end_of_local_day(text: str) -> str | None:
+    """``YYYY-MM-DD`` (or ``YYYY-MM``, ``YYYY``) as the last millisecond of that day (month,
+    year) in the local time zone, in UTC; ``None`` when ``text`` is not a bare date."""
+    m = _BARE_DATE.fullmatch(text)
+    if m is None:
+        return None
+    year, month, day = int(m[1]), int(m[2] or 12), m[3]
+    try:
+        if day is None:
+            first_of_next = date(year + month // 12, month % 12 + 1, 1)
+            last = date.fromordinal(first_of_next.toordinal() - 1)
+        else:
+            last = date(year, month, int(day))
+        local = datetime.combine(last, time(23, 59, 59, 999000)).astimezone()
+    except (ValueError, OverflowError):
+        return None
+    return format_ts(round(local.timestamp() * 1000))
+
+
 def parse_date(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
-    """Parse a DATE option into ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (syntax only)."""
+    """Parse a DATE option into ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (syntax only). A date without
+    a time is the end of that day in the local time zone; a date-time without a zone is
+    UTC (docs/cli.md, "Dates and times")."""
     if value is None:
         return None
-    ms = try_parse_ts(value.strip())
+    text = value.strip()
+    end = end_of_local_day(text)
+    if end is not None:
+        return end
+    ms = try_parse_ts(text)
     if ms is None:
         raise click.BadParameter(
             f"{value!r} is not an ISO 8601 date (e.g. 2026-03-01 or 2026-03-01T10:00:00Z)"
@@ -140,31 +174,136 @@ def parse_date(ctx: click.Context, param: click.Parameter, value: str | None) ->
     return format_ts(ms)
 
 
+# -- the global options, declared once -----------------------------------------------------
+def _state(ctx: click.Context) -> State:
+    return ctx.ensure_object(State)
+
+
+def _set(attr: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    """A callback storing a valued option on the :class:`State` (a later one wins)."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        """Store ``value`` unless it was not given."""
+        if value is not None:
+            setattr(_state(ctx), attr, value)
+
+    return callback
+
+
+def _flag(attr: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    """A callback turning a flag on (given before or after the command, it counts)."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        """Set the flag when given."""
+        if value:
+            setattr(_state(ctx), attr, True)
+
+    return callback
+
+
+def _set_user(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    _set("user_flag")(ctx, param, validate_user_flag(ctx, param, value))
+
+
+def _set_version(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    _set("derivation_version")(ctx, param, validate_version(ctx, param, value))
+
+
+#: (name, option) for every global option. The main group and every command take them,
+#: so ``creative-memory --user alice inspect`` and ``creative-memory inspect --user alice``
+#: mean the same; the value given last wins.
+GLOBAL_OPTIONS: tuple[click.Option, ...] = (
+    click.Option(
+        ["--data-dir", "g_data_dir"],
+        metavar="DIR",
+        expose_value=False,
+        callback=_set("data_dir"),
+        help="Storage root (overrides OD_DATA_DIR and MEMORY_STORAGE_ROOT).",
+    ),
+    click.Option(
+        ["--database", "g_database"],
+        metavar="URL",
+        expose_value=False,
+        callback=_set("database_flag"),
+        help="Store memory in PostgreSQL at this postgresql:// URL instead of files "
+        "(default: $CREATIVE_MEMORY_DATABASE_URL if set).",
+    ),
+    click.Option(
+        ["--user", "g_user"],
+        metavar="ID",
+        expose_value=False,
+        callback=_set_user,
+        help="Act for this user (default: $CREATIVE_MEMORY_USER, else your login name).",
+    ),
+    click.Option(
+        ["--derivation-version", "g_derivation_version"],
+        metavar="N",
+        expose_value=False,
+        callback=_set_version,
+        help="Derive records with this derivation version (default: the library's).",
+    ),
+    click.Option(
+        ["--json", "g_json"],
+        is_flag=True,
+        expose_value=False,
+        callback=_flag("json"),
+        help="Machine-readable JSON output.",
+    ),
+    click.Option(
+        ["--quiet", "-q", "g_quiet"],
+        is_flag=True,
+        expose_value=False,
+        callback=_flag("quiet"),
+        help="No progress display on stderr.",
+    ),
+)
+GLOBAL_NAMES: Final = frozenset(str(o.name) for o in GLOBAL_OPTIONS)
+
+
+def global_options(fn: F) -> F:
+    """Add the global options to a click command or group (before it is made)."""
+    params: list[click.Parameter] = getattr(fn, "__click_params__", [])
+    params.extend(reversed(GLOBAL_OPTIONS))  # click reverses decorator order
+    fn.__click_params__ = params  # type: ignore[attr-defined]
+    return fn
+
+
+class Command(click.Command):
+    """A command whose ``--help`` lists its own options first, then the global ones."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Two sections: ``Options`` and ``Global options``."""
+        own: list[tuple[str, str]] = []
+        shared: list[tuple[str, str]] = []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None:
+                (shared if param.name in GLOBAL_NAMES else own).append(record)
+        if own:
+            with formatter.section("Options"):
+                formatter.write_dl(own)
+        if shared:
+            with formatter.section("Global options (also accepted before the command)"):
+                formatter.write_dl(shared)
+
+
 def command(name: str | None = None, *, epilog: str) -> Callable[[F], click.Command]:
-    """Make a command with a ``--json`` flag (merged with the global one) that gets the
-    :class:`State` as first argument; a ``ValidationError`` names the option it is about."""
+    """Make a command that takes the global options and gets the :class:`State` as first
+    argument; a ``ValidationError`` names the option it is about."""
 
     def decorate(fn: F) -> click.Command:
         """Wrap ``fn`` as the command."""
+
         @functools.wraps(fn)
-        def wrapper(*args: Any, as_json: bool, **kwargs: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
             """Call ``fn`` with the state; name the option a ValidationError is about."""
             ctx = click.get_current_context()
-            state = ctx.find_object(State)
-            if state is None:  # pragma: no cover - always set by main
-                state = State()
-            state.json = state.json or as_json
+            state = _state(ctx)
             try:
                 return fn(state, *args, **kwargs)
             except ValidationError as exc:
                 raise validation_error(exc, ctx) from exc
 
-        option = click.option(
-            "--json", "as_json", is_flag=True, help="Machine-readable JSON output."
-        )
-        cmd = click.command(name, epilog=epilog)(option(wrapper))
-        # --json last in --help, after the command's own options
-        cmd.params.sort(key=lambda p: p.name == "as_json")
-        return cmd
+        return click.command(name, cls=Command, epilog=epilog)(global_options(wrapper))
 
     return decorate

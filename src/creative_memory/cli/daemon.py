@@ -4,10 +4,12 @@ Registered on the main CLI group (``main.add_command(...)``); also runnable on t
 ``python -m creative_memory.cli.daemon serve|token|ui``. The server module (Starlette,
 uvicorn) is imported only by the command that needs it, so the CLI stays quick to start.
 
-The data directory is resolved as everywhere in the CLI (docs/cli.md, "Where memory lives
-and whom it is for"): ``--data-dir``, then ``$OD_DATA_DIR/memory``, then
-``$MEMORY_STORAGE_ROOT``, then the platform's user data directory — never a cwd-relative
-fallback.
+They take the CLI's global options (``--data-dir``, ``--user``, ``--database``,
+``--derivation-version``, ``--json``, ``--quiet``; declared once in
+:mod:`creative_memory.cli.context`), before or after the command. The data directory is
+resolved as everywhere in the CLI (docs/cli.md, "Where memory lives and whom it is for"):
+``--data-dir``, then ``$OD_DATA_DIR/memory``, then ``$MEMORY_STORAGE_ROOT``, then the
+platform's user data directory — never a cwd-relative fallback.
 """
 
 from __future__ import annotations
@@ -20,16 +22,17 @@ from typing import Any
 import click
 
 from creative_memory.app.paths import resolve_database, resolve_root, resolve_user
-from creative_memory.cli.errors import failure, validation_error
-from creative_memory.engine.errors import CreativeMemoryError, ValidationError
+from creative_memory.cli.context import State, command, global_options
+from creative_memory.cli.errors import Group
+from creative_memory.cli.render import emit_json, safe
 from creative_memory.engine.events import validate_user_id
 
 DEFAULT_PORT = 7744
 
 
 def _group_option(name: str) -> Any:
-    """A global option of the main CLI group (``creative-memory --data-dir D serve``), read
-    from the context object without importing :mod:`creative_memory.cli.main`."""
+    """A global option from the context object (``creative-memory --data-dir D serve`` and
+    ``creative-memory serve --data-dir D`` alike)."""
     ctx = click.get_current_context(silent=True)
     while ctx is not None:
         value = getattr(ctx.obj, name, None)
@@ -41,7 +44,7 @@ def _group_option(name: str) -> Any:
 
 def resolve_data_dir(flag: str | os.PathLike[str] | None) -> Path:
     """``--data-dir`` → ``$OD_DATA_DIR/memory`` → ``$MEMORY_STORAGE_ROOT`` → platform dir
-    (:func:`creative_memory.app.paths.resolve_root`); the main group's ``--data-dir`` counts."""
+    (:func:`creative_memory.app.paths.resolve_root`); the global ``--data-dir`` counts."""
     if flag is None or str(flag) == "":
         flag = _group_option("data_dir")
     return resolve_root(flag).path
@@ -58,41 +61,19 @@ def resolve_user_id(flag: str | None) -> str:
         raise click.BadParameter(" ".join(str(exc).split()), param_hint="--user") from exc
 
 
-def _data_dir_option(fn: Any) -> Any:
-    return click.option(
-        "--data-dir",
-        type=click.Path(file_okay=False, path_type=Path),
-        default=None,
-        help="Storage root (default: $OD_DATA_DIR/memory, $MEMORY_STORAGE_ROOT, or the "
-        "platform's user data directory).",
-    )(fn)
-
-
-class _Command(click.Command):
-    """Errors become one line with the main CLI's exit codes (docs/cli.md, "Exit codes and
-    errors"): a validation error exits 2, any other library failure 1."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        """Run the command, mapping what it raises to exit codes."""
-        try:
-            return super().invoke(ctx)
-        except ValidationError as exc:
-            raise validation_error(exc, ctx) from exc
-        except (ValueError, CreativeMemoryError) as exc:
-            raise failure(exc) from exc
-
-
-@click.command(
-    cls=_Command,
+@command(
     epilog="""\b
 Examples:
   creative-memory serve                         # http://127.0.0.1:7744, loopback only
   creative-memory serve --port 0                # pick a free port
   creative-memory serve --multi-user            # one user per token
+  creative-memory serve --port 0 --json         # one JSON document on stdout once ready
   creative-memory --data-dir /srv/memory serve --alarm-ms 20
+--user is whose memory a single-user daemon serves; --database a PostgreSQL URL (daemon
+state, the tokens, stays in the data dir, so replicas sharing a database are stateless
+apart from their token file).
 """,
 )
-@_data_dir_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
 @click.option(
     "--port",
@@ -105,12 +86,6 @@ Examples:
     "--multi-user",
     is_flag=True,
     help="Each token maps to its own user (create them with 'token --user NAME').",
-)
-@click.option(
-    "--user",
-    default=None,
-    help="Single-user mode: whose memory the daemon serves (default: $CREATIVE_MEMORY_USER, "
-    "else your login name — the CLI's user).",
 )
 @click.option(
     "--alarm-ms",
@@ -140,30 +115,20 @@ Examples:
     help="Largest archive upload.",
 )
 @click.option(
-    "--database",
-    metavar="URL",
-    default=None,
-    help="Store memory in PostgreSQL (a postgresql:// URL; default: "
-    "$CREATIVE_MEMORY_DATABASE_URL, else the file store). Daemon state (tokens) stays in "
-    "the data dir, so replicas sharing a database are stateless apart from their token file.",
-)
-@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
     show_default=True,
 )
 def serve(
-    data_dir: Path | None,
+    state: State,
     host: str,
     port: int,
     multi_user: bool,
-    user: str | None,
     alarm_ms: float,
     allow_hosts: tuple[str, ...],
     max_body_bytes: int,
     max_import_bytes: int,
-    database: str | None,
     log_level: str,
 ) -> None:
     """Run the local daemon: the HTTP API under /api/v1 and the Settings → Memory page.
@@ -171,26 +136,28 @@ def serve(
     Binds to loopback by default. On first start a bearer token is created in
     <data-dir>/.daemon/tokens.json (0600); print it with 'creative-memory token', or open the
     page with 'creative-memory ui'. Logs are JSON lines on stderr. SIGINT/SIGTERM shut down
-    gracefully and deliver pending coalesced events.
+    gracefully and deliver pending coalesced events. With --json, one JSON document
+    (url, data_dir, user_id, multi_user) is printed on stdout once the daemon listens.
     """
     from creative_memory.http import DaemonConfig, run_daemon
 
-    root = resolve_data_dir(data_dir)
+    root = resolve_data_dir(state.data_dir)
     if host not in ("127.0.0.1", "localhost", "::1") and not allow_hosts:
         click.echo(
-            f"warning: binding to {host}, not loopback; anyone who can reach it still needs "
-            "a token. Pass --allow-host NAME for the Host header clients will send.",
+            f"warning: binding to {safe(host)}, not loopback; anyone who can reach it still "
+            "needs a token. Pass --allow-host NAME for the Host header clients will send.",
             err=True,
         )
+    user = resolve_user_id(state.user_flag)
     config = DaemonConfig(
         root=root,
         host="127.0.0.1" if host == "localhost" else host,
         port=port,
         multi_user=multi_user,
-        user=resolve_user_id(user),
+        user=user,
         alarm_ms=alarm_ms,
-        derivation_version=_group_option("derivation_version"),
-        database=resolve_database(database or _group_option("database_flag")),
+        derivation_version=state.derivation_version,
+        database=resolve_database(state.database_flag),
         allowed_hosts=allow_hosts,
         max_body_bytes=max_body_bytes,
         max_import_bytes=max_import_bytes,
@@ -198,33 +165,37 @@ def serve(
     )
 
     def ready(url: str) -> None:
-        click.echo(f"creative-memory daemon on {url} (data: {root})", err=True)
-        click.echo("Open the page: creative-memory ui" + _dir_hint(data_dir), err=True)
+        if state.json:
+            emit_json(
+                {
+                    "url": url,
+                    "data_dir": str(root),
+                    "user_id": None if multi_user else user,
+                    "multi_user": multi_user,
+                }
+            )
+        click.echo(f"creative-memory daemon on {url} (data: {safe(root)})", err=True)
+        click.echo("Open the page: creative-memory ui" + _dir_hint(state.data_dir), err=True)
 
     run_daemon(config, ready=ready)
 
 
-def _dir_hint(data_dir: Path | None) -> str:
-    return f" --data-dir {data_dir}" if data_dir else ""
+def _dir_hint(data_dir: str | None) -> str:
+    return f" --data-dir {safe(data_dir)}" if data_dir else ""
 
 
-@click.command(
-    cls=_Command,
+@command(
     epilog="""\b
 Examples:
   creative-memory token                         # print the bearer token
   creative-memory token --user alice            # multi-user mode: alice's token
+  creative-memory token --json | jq -r .token
   curl -H "Authorization: Bearer $(creative-memory token)" http://127.0.0.1:7744/api/v1/memory
+Without --user: the running single-user daemon's user, else the CLI's user.
 """,
 )
-@_data_dir_option
-@click.option(
-    "--user",
-    default=None,
-    help="Whose token (default: the running single-user daemon's user, else as for serve).",
-)
 @click.option("--rotate", is_flag=True, help="Replace the token (the old one stops working).")
-def token(data_dir: Path | None, user: str | None, rotate: bool) -> None:
+def token(state: State, rotate: bool) -> None:
     """Print the daemon's bearer token (created if there is none yet).
 
     Send it as 'Authorization: Bearer <token>'. In multi-user mode run it once per user.
@@ -232,46 +203,57 @@ def token(data_dir: Path | None, user: str | None, rotate: bool) -> None:
     from creative_memory.http import DaemonFiles
     from creative_memory.storage.files.fsutil import make_private_dir
 
-    root = resolve_data_dir(data_dir)
+    root = resolve_data_dir(state.data_dir)
     make_private_dir(root)
     files = DaemonFiles(root)
-    if user is None and _group_option("user_flag") is None:
+    user = state.user_flag
+    if user is None:
         # no --user: the user of a running single-user daemon, if any, else as the CLI
         info = files.read_server_info() or {}
         if info.get("multi_user") is False and isinstance(info.get("user"), str):
             user = info["user"]
-    tok = files.token_for(resolve_user_id(user), create=True, rotate=rotate)
+    user_id = resolve_user_id(user)
+    tok = files.token_for(user_id, create=True, rotate=rotate)
+    if state.json:
+        emit_json({"user_id": user_id, "token": tok, "rotated": rotate})
+        return
     click.echo(tok)
 
 
-@click.command(
-    cls=_Command,
+@command(
     epilog="""\b
 Examples:
   creative-memory ui                            # print and open a one-time login link
   creative-memory ui --no-browser               # just print it
+  creative-memory ui --no-browser --json        # {"user_id": ..., "url": ...}
 """,
 )
-@_data_dir_option
-@click.option("--user", default=None, help="Whose page (multi-user mode).")
 @click.option("--no-browser", is_flag=True, help="Only print the link.")
-def ui(data_dir: Path | None, user: str | None, no_browser: bool) -> None:
-    """Print and open a one-time login link to the running daemon's Settings → Memory page.
+def ui(state: State, no_browser: bool) -> None:
+    """Print and open a one-time login link to the running daemon's Settings → Memory page
+    (--user: whose page, in multi-user mode).
 
     The link works once, within 5 minutes; it sets a session cookie for this browser.
     """
     from creative_memory.http import login_url
 
-    root = resolve_data_dir(data_dir)
-    url = login_url(root, resolve_user_id(user))
-    click.echo(url)
+    root = resolve_data_dir(state.data_dir)
+    user_id = resolve_user_id(state.user_flag)
+    url = login_url(root, user_id)
+    if state.json:
+        emit_json({"user_id": user_id, "url": url})
+    else:
+        click.echo(url)
     if not no_browser:
         webbrowser.open(url)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-def cli() -> None:
-    """creative-memory daemon commands."""
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@global_options
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """creative-memory daemon commands (the same as ``creative-memory serve|token|ui``)."""
+    ctx.ensure_object(State)
 
 
 cli.add_command(serve)

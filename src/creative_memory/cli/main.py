@@ -26,7 +26,7 @@ from creative_memory.cli.commands import (
     prompt,
     switches,
 )
-from creative_memory.cli.context import State, validate_user_flag, validate_version
+from creative_memory.cli.context import State, global_options
 from creative_memory.cli.errors import EXIT_CODES_HELP, Group
 
 __all__ = ["State", "main"]
@@ -39,6 +39,8 @@ __all__ = ["State", "main"]
 Storage root (first match wins): --data-dir, $OD_DATA_DIR/memory, $MEMORY_STORAGE_ROOT,
 the platform data dir (e.g. ~/.local/share/creative-memory). Never the current directory.
 User: --user, $CREATIVE_MEMORY_USER, else your login name.
+Global options work before or after the command. Dates without a time mean the end of
+that day in your local time zone. NO_COLOR is honoured; --quiet hides progress.
 
 \b
 Examples:
@@ -48,6 +50,7 @@ Examples:
   creative-memory explain color neon_palette  # why is this record what it is?
   creative-memory prompt --project landing    # the block a generation gets now
   creative-memory --json inspect | jq .settings
+  creative-memory export - | gzip > backup.json.gz   # '-' is stdout (or stdin) everywhere
 
 \b
 Guide: docs/cli.md.
@@ -55,54 +58,16 @@ Guide: docs/cli.md.
 """,
 )
 @click.version_option(__version__, "--version", prog_name="creative-memory")
-@click.option(
-    "--data-dir",
-    metavar="DIR",
-    help="Storage root (overrides OD_DATA_DIR and MEMORY_STORAGE_ROOT).",
-)
-@click.option(
-    "--database",
-    "database_flag",
-    metavar="URL",
-    help="Store memory in PostgreSQL at this postgresql:// URL instead of files "
-    "(default: $CREATIVE_MEMORY_DATABASE_URL if set).",
-)
-@click.option(
-    "--user",
-    "user_flag",
-    metavar="ID",
-    callback=validate_user_flag,
-    help="Act for this user (default: $CREATIVE_MEMORY_USER, else your login name).",
-)
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
-@click.option(
-    "--derivation-version",
-    metavar="N",
-    callback=validate_version,
-    help="Derive records with this derivation version (default: the library's).",
-)
+@global_options
 @click.pass_context
-def main(
-    ctx: click.Context,
-    data_dir: str | None,
-    user_flag: str | None,
-    as_json: bool,
-    derivation_version: str | None,
-    database_flag: str | None,
-) -> None:
+def main(ctx: click.Context) -> None:
     """creative-memory: a local, deterministic preference memory for generative design
     tools. See, steer and erase what it learned about your taste."""
     # One BLAS thread per process unless the environment says otherwise: the fits' small
     # dense solves ran about 2.5x slower with one thread per core on a busy 2-core machine
     # (docs/performance.md). numpy reads this when it is first imported, on the first fit.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    ctx.obj = State(
-        data_dir=data_dir,
-        user_flag=user_flag,
-        json=as_json,
-        derivation_version=derivation_version,
-        database_flag=database_flag,
-    )
+    ctx.ensure_object(State)
 
 
 def _register() -> None:

@@ -1,5 +1,5 @@
 """Output: UTF-8 text and JSON on stdout, notes and progress on stderr, rich tables, the
-settings line (docs/cli.md)."""
+settings line, and :func:`safe` for every stored string a line shows (docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import contextlib
 import json
 import os
 import sys
+import threading
+import unicodedata
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +23,33 @@ if TYPE_CHECKING:
 
 #: Events at or above this count get a progress bar (on a terminal).
 PROGRESS_MIN_EVENTS = 100
+#: A progress display appears only when an operation has run this long (seconds);
+#: ``$CREATIVE_MEMORY_PROGRESS_DELAY`` overrides it (the tests use 0).
+PROGRESS_DELAY_S = 1.0
+
+#: Characters a stored string may not print as themselves: they would end a line, move
+#: the cursor, start a terminal escape sequence or reorder the text around them.
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
+_SAFE_CF = frozenset({"\u200d"})  # the zero-width joiner inside emoji sequences
+
+
+def safe(value: object) -> str:
+    """``value`` as one printable line: control, format and line-separator characters (a
+    newline, ESC, a bidi override) are shown escaped as ``\\n``, ``\\x1b``, ``\\u202e``.
+    Every renderer passes stored strings (patterns, types, ids, tags, reasons) through it;
+    rich markup is never interpreted from them (the consoles have markup off)."""
+    text = str(value)
+    if text.isprintable():
+        return text
+    out: list[str] = []
+    for ch in text:
+        if ch in _SAFE_CF or (
+            unicodedata.category(ch) not in _UNSAFE_CATEGORIES and ch.isprintable()
+        ) or ch == " ":
+            out.append(ch)
+        else:
+            out.append(ch.encode("unicode_escape").decode("ascii"))
+    return "".join(out)
 
 
 def write_utf8(text: str) -> None:
@@ -35,17 +64,37 @@ def write_utf8(text: str) -> None:
     buffer.flush()
 
 
+def write_bytes(data: bytes) -> None:
+    """Write ``data`` to stdout as it is (an archive for ``export -``)."""
+    sys.stdout.flush()
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:  # a text-only stream
+        sys.stdout.write(data.decode("utf-8"))
+        sys.stdout.flush()
+        return
+    buffer.write(data)
+    buffer.flush()
+
+
 def emit_json(doc: Any) -> None:
     """One indented JSON document on stdout."""
     write_utf8(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
 
 
+def no_color() -> bool:
+    """Whether ``$NO_COLOR`` asks for no colour (https://no-color.org: set and not empty)."""
+    return bool(os.environ.get("NO_COLOR"))
+
+
 def console(*, stderr: bool = False) -> Console:
-    """A rich console; outside a terminal a fixed width ($COLUMNS, else 120) and no colour,
-    so piped output is plain and stable."""
+    """A rich console that never interprets markup or emoji codes (stored strings may hold
+    ``[red]``); outside a terminal a fixed width ($COLUMNS, else 120) and no colour, so
+    piped output is plain and stable; ``$NO_COLOR`` turns colour off on a terminal too."""
     probe = Console(stderr=stderr)
     if probe.is_terminal:
-        return Console(stderr=stderr, highlight=False)
+        return Console(
+            stderr=stderr, highlight=False, markup=False, emoji=False, no_color=no_color()
+        )
     try:
         width = int(os.environ.get("COLUMNS", ""))
     except ValueError:
@@ -55,6 +104,7 @@ def console(*, stderr: bool = False) -> Console:
         highlight=False,
         width=max(width, 40),
         color_system=None,
+        markup=False,
         emoji=False,
         legacy_windows=False,
     )
@@ -81,11 +131,22 @@ def _stderr_is_terminal() -> bool:
         return False
 
 
+def _progress_delay() -> float:
+    try:
+        return max(0.0, float(os.environ.get("CREATIVE_MEMORY_PROGRESS_DELAY", "")))
+    except ValueError:
+        return PROGRESS_DELAY_S
+
+
 @contextlib.contextmanager
-def progress(description: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
-    """A progress display on stderr when it is a terminal (quiet in pipes). Yields an
-    ``advance(n)`` callback; with ``total=None`` it is an activity spinner."""
-    if not _stderr_is_terminal():
+def progress(
+    description: str, total: int | None = None, *, quiet: bool = False
+) -> Iterator[Callable[[int], None]]:
+    """A progress display on stderr, shown once the operation has run for a second, only
+    when stderr is a terminal and not ``quiet`` (``--quiet``). Yields an ``advance(n)``
+    callback; with ``total=None`` it is an activity spinner. Transient: it leaves nothing
+    behind on the terminal."""
+    if quiet or not _stderr_is_terminal():
         yield lambda n: None
         return
     from rich.progress import (
@@ -101,9 +162,30 @@ def progress(description: str, total: int | None = None) -> Iterator[Callable[[i
     if total is not None:
         columns += [BarColumn(), MofNCompleteColumn()]
     columns.append(TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(description, total=total)
+    bar = Progress(
+        *columns,
+        console=Console(stderr=True, markup=False, emoji=False, no_color=no_color()),
+        transient=True,
+    )
+    task = bar.add_task(safe(description), total=total)
+    lock = threading.Lock()
+    done = False
+
+    def show() -> None:
+        with lock:
+            if not done:
+                bar.start()
+
+    timer = threading.Timer(_progress_delay(), show)
+    timer.daemon = True
+    timer.start()
+    try:
         yield lambda n: bar.advance(task, n)
+    finally:
+        timer.cancel()
+        with lock:
+            done = True
+            bar.stop()
 
 
 def settings_doc(view: SettingsView) -> dict[str, Any]:
@@ -126,16 +208,23 @@ def settings_line(doc: Mapping[str, Any]) -> str:
         parts.append("learning active")
     projects = doc.get("disabled_projects") or []
     if projects:
-        parts.append("global memory ignored in: " + ", ".join(projects))
+        parts.append("global memory ignored in: " + ", ".join(safe(p) for p in projects))
     parts.append("diagnostics feed " + ("on" if doc["diagnostics_feed"] else "off"))
     return " · ".join(parts)
 
 
-def report_settings(state: State, view: SettingsView, message: str) -> None:
-    """A switch's outcome: ``message`` and the settings line, or the JSON document."""
+def report_settings(
+    state: State, view: SettingsView, message: str, *, changed: bool | None = None
+) -> None:
+    """A switch's outcome: ``message`` and the settings line, or the JSON document (with
+    ``changed`` when the switch reports it: false for a no-op)."""
     doc = settings_doc(view)
     if state.json:
-        emit_json({"user_id": state.user, "settings": doc})
+        out: dict[str, Any] = {"user_id": state.user}
+        if changed is not None:
+            out["changed"] = changed
+        out["settings"] = doc
+        emit_json(out)
         return
     click.echo(message)
     click.echo(f"Settings: {settings_line(doc)}")
@@ -143,7 +232,21 @@ def report_settings(state: State, view: SettingsView, message: str) -> None:
 
 def where(project: str | None) -> str:
     """``project P`` or ``global memory``."""
-    return f"project {project}" if project else "global memory"
+    return f"project {safe(project)}" if project else "global memory"
+
+
+def local_time(ts: str | None) -> str:
+    """A stored UTC timestamp as the local time with its zone, e.g.
+    ``2026-12-31 23:59 CET (2026-12-31T22:59:59.999Z)``."""
+    if not ts:
+        return ""
+    from datetime import datetime
+
+    try:
+        at = datetime.fromisoformat(ts.replace("Z", "+00:00")).astimezone()
+    except ValueError:
+        return safe(ts)
+    return f"{at:%Y-%m-%d %H:%M} {at.tzname() or at.strftime('%z')} ({safe(ts)})"
 
 
 def plural(n: int, noun: str) -> str:

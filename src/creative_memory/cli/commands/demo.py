@@ -9,11 +9,11 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from creative_memory.cli.context import State
+from creative_memory.cli.context import State, command
 from creative_memory.cli.render import write_utf8
 
 
-@click.command(
+@command(
     epilog="""\b
 Examples:
   creative-memory demo            # read the walkthrough
@@ -21,14 +21,12 @@ Examples:
   creative-memory demo --keep     # keep the scratch store and print where it is
 """
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of text.")
 @click.option(
     "--keep",
     is_flag=True,
     help="Keep the scratch store (its path is printed; on stderr with --json).",
 )
-@click.pass_context
-def demo(ctx: click.Context, as_json: bool, keep: bool) -> None:
+def demo(state: State, keep: bool) -> None:
     """Walk through the engine on a scratch file store.
 
     Creates a store in a temporary directory, feeds it host events on a fixed clock and
@@ -36,13 +34,13 @@ def demo(ctx: click.Context, as_json: bool, keep: bool) -> None:
     a fresh user, the confidence ladder, a negative preference, the reversal ladder with
     its shadow record, decay and archive, a realistic multi-category profile, and a
     project override. The output is identical on every run. The directory is removed
-    afterwards unless --keep is given.
+    afterwards unless --keep is given. --json prints one JSON document instead of text;
+    the global --data-dir and --user do not apply (the store is a scratch one).
     """
     # Imported here so that other commands do not pay for the walkthrough module.
     from creative_memory.cli.demo import demo_json, render_human, render_text, run_demo
 
-    state = ctx.find_object(State)
-    as_json = as_json or bool(state and state.json)
+    as_json = state.json
     tmp = Path(tempfile.mkdtemp(prefix="creative-memory-demo-"))
     try:
         steps = run_demo(tmp)

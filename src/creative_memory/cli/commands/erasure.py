@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from creative_memory.cli.context import State, command, validate_project
-from creative_memory.cli.render import emit_json, plural, where
+from creative_memory.cli.render import emit_json, plural, safe, where
 
 
 @command(
@@ -15,7 +15,8 @@ Examples:
   creative-memory forget typography condensed_display --project landing
 Erasure is real: the events are removed from the log and every cache; forget and re-teach
 is the way to change a record (strengths are never edited by hand). Forgetting what is not
-there succeeds ("Nothing to forget: ...").
+there succeeds ("Nothing to forget: ...", exit 0), with "Did you mean ...?" when one of
+your records has a close name.
 """
 )
 @click.argument("preference_type", metavar="TYPE")
@@ -34,12 +35,14 @@ def forget(state: State, preference_type: str, pattern: str, project: str | None
                 "pattern": result.pattern,
                 "project_id": result.project_id,
                 "events_removed": result.events_removed,
+                "suggestions": result.suggestions,
             }
         )
         return
-    what = f"{preference_type}/{pattern} in {where(project)}"
+    what = f"{safe(preference_type)}/{safe(pattern)} in {where(project)}"
     if result.events_removed == 0:
-        click.echo(f"Nothing to forget: {result.user_id} has no events about {what}.")
+        hint = did_you_mean(result.suggestions)
+        click.echo(f"Nothing to forget: {result.user_id} has no events about {what}.{hint}")
         return
     click.echo(f"Forgot {what}: {plural(result.events_removed, 'event')} erased.")
 
@@ -50,7 +53,8 @@ Examples:
   creative-memory reset --confirm                     # everything; memory is re-enabled
   creative-memory reset --confirm --scope global      # global records only
   creative-memory reset --confirm --scope project:landing
-Tip: `creative-memory export --to backup.json` first.
+Tip: `creative-memory export backup.json` first. The count is what was erased: every
+event of that scope, the records derived from them go with them.
 """
 )
 @click.option("--confirm", is_flag=True, help="Required: erasure is real and cannot be undone.")
@@ -76,9 +80,16 @@ def reset(state: State, confirm: bool, scope: str) -> None:
         return
     extra = "; memory is enabled" if scope == "all" else ""
     click.echo(
-        f"Reset {result.user_id}'s memory (scope {scope}): "
+        f"Reset {result.user_id}'s memory (scope {safe(scope)}): "
         f"{plural(result.events_removed, 'event')} erased, {result.events_remaining} left{extra}."
     )
+
+
+def did_you_mean(suggestions: list[str]) -> str:
+    """`` Did you mean color/neon_palette?`` (or ``""`` when there is nothing close)."""
+    if not suggestions:
+        return ""
+    return f" Did you mean {' or '.join(safe(s) for s in suggestions)}?"
 
 
 COMMANDS = (forget, reset)

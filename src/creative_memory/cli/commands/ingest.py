@@ -12,7 +12,14 @@ import msgspec
 
 from creative_memory.cli.context import State, command
 from creative_memory.cli.errors import one_line
-from creative_memory.cli.render import PROGRESS_MIN_EVENTS, emit_json, note, plural, progress
+from creative_memory.cli.render import (
+    PROGRESS_MIN_EVENTS,
+    emit_json,
+    note,
+    plural,
+    progress,
+    safe,
+)
 
 if TYPE_CHECKING:
     from creative_memory.app.service import IngestInput, IngestItem, IngestResult
@@ -100,7 +107,8 @@ def ingest(state: State, source: str) -> None:
     items = parse_events(data)
     layer = CaptureLayer(service.store)
     show = len(items) >= PROGRESS_MIN_EVENTS
-    with progress(f"Ingesting {len(items)} events", len(items) if show else None) as advance:
+    total = len(items) if show else None
+    with progress(f"Ingesting {len(items)} events", total, quiet=state.quiet) as advance:
         result = service.ingest(user, items, layer, close=True, progress=advance)
     _report(state, result, label)
 
@@ -124,14 +132,14 @@ def _report(state: State, result: IngestResult, label: str) -> None:
         if result.failed:
             summary += f", failed {result.failed}"
         click.echo(
-            f"Ingested {plural(result.events, 'event')} from {label} for {result.user_id}: "
+            f"Ingested {plural(result.events, 'event')} from {safe(label)} for {result.user_id}: "
             f"{summary}"
         )
         for r in rows:
             if r.status in ("rejected", "coalesced", "failed", "inferred"):
                 where = r.where or (f"artifact {r.artifact_id}" if r.artifact_id else "pending")
-                kind = f" ({r.event})" if r.event != "?" else ""
-                click.echo(f"  {where}: {r.status}{kind}: {r.reason}")
+                kind = f" ({safe(r.event)})" if r.event != "?" else ""
+                click.echo(f"  {safe(where)}: {safe(r.status)}{kind}: {safe(r.reason)}")
         if result.flushed:
             click.echo(f"  {plural(result.flushed, 'coalesced edit-save')} delivered")
         if not result.learning:
@@ -142,7 +150,8 @@ def _report(state: State, result: IngestResult, label: str) -> None:
             )
     if problems:
         noun = "event" if len(problems) == 1 else "events"
-        raise click.ClickException(f"{len(problems)} {noun} not stored ({_locations(problems)})")
+        locations = safe(_locations(problems))
+        raise click.ClickException(f"{len(problems)} {noun} not stored ({locations})")
 
 
 def _locations(rows: list[IngestItem]) -> str:

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from creative_memory.cli.context import State, command, validate_project
 from creative_memory.cli.render import console as make_console
-from creative_memory.cli.render import emit_json, settings_line, table, where
+from creative_memory.cli.render import emit_json, safe, settings_line, table, where
 
 if TYPE_CHECKING:
     from creative_memory.engine.explain import Explanation
@@ -48,7 +48,7 @@ def render_inspect(doc: Mapping[str, Any], console: Console) -> None:
     n_events = doc["event_count"]
     console.print(
         Text.assemble(
-            (f"Memory of {doc['user_id']}", "bold"),
+            (f"Memory of {safe(doc['user_id'])}", "bold"),
             f" · derivation v{doc['derivation_version']} · "
             f"{n_events} event{'s' if n_events != 1 else ''}",
             f" · derived through seq {prefs[0]['last_derived_event_seq']}" if prefs else "",
@@ -63,7 +63,7 @@ def render_inspect(doc: Mapping[str, Any], console: Console) -> None:
         _render_records(prefs, console)
     console.print()
     retrieval = doc["retrieval"]
-    where = f"project {doc['project_id']}" if doc.get("project_id") else "global"
+    where = f"project {safe(doc['project_id'])}" if doc.get("project_id") else "global"
     console.print(Text(f"Retrieval ({where})", style="bold"))
     lines = [
         ("Prefer", retrieval["positives"]),
@@ -71,13 +71,13 @@ def render_inspect(doc: Mapping[str, Any], console: Console) -> None:
         ("Project overrides", retrieval["project_overrides"]),
     ]
     for label, recs in lines:
-        shown = ", ".join(f"{r['pattern']} ({r['confidence']})" for r in recs) or "-"
+        shown = ", ".join(f"{safe(r['pattern'])} ({safe(r['confidence'])})" for r in recs) or "-"
         console.print(f"  {label}: {shown}", soft_wrap=True)
     diagnostics = retrieval["diagnostics"]
     if diagnostics:
         console.print(Text("Diagnostics", style="bold"))
         for d in diagnostics:
-            console.print(f"  {d.get('type')}: {d.get('trace', '')}", soft_wrap=True)
+            console.print(f"  {safe(d.get('type'))}: {safe(d.get('trace', ''))}", soft_wrap=True)
 
 
 def _render_records(prefs: list[dict[str, Any]], console: Console) -> None:
@@ -91,23 +91,23 @@ def _render_records(prefs: list[dict[str, Any]], console: Console) -> None:
     for r in prefs:
         if r["scope"] != scope:
             scope = r["scope"]
-            rows.append("global" if scope == "global" else scope.replace(":", " ", 1))
-        status = r["polarity_status"] + (" (shadow)" if r["shadow_of"] else "")
+            rows.append("global" if scope == "global" else safe(scope.replace(":", " ", 1)))
+        status = safe(r["polarity_status"]) + (" (shadow)" if r["shadow_of"] else "")
         rows.append(
             (
-                f"  {r['preference_type']}/{r['pattern']}",
+                f"  {safe(r['preference_type'])}/{safe(r['pattern'])}",
                 "prefer" if r["polarity"] == "positive" else "avoid",
                 f"{r['signal_strength']:.2f}",
-                r["confidence"],
+                safe(r["confidence"]),
                 status,
-                ", ".join(r["sources"]),
-                r["last_seen"][:10],
+                ", ".join(safe(x) for x in r["sources"]),
+                safe(r["last_seen"][:10]),
                 str(r["source_event_count"]),
             )
         )
     records = [row for row in rows if not isinstance(row, str)]
     # sources wrap between entries, never inside one; every other column stays whole
-    longest_source = max((cell_len(x) for r in prefs for x in r["sources"]), default=0)
+    longest_source = max((cell_len(safe(x)) for r in prefs for x in r["sources"]), default=0)
     widths = [
         max([cell_len(h), *(cell_len(row[i]) for row in records)])
         if i != wrap_col
@@ -172,32 +172,32 @@ def render_explanation(
     """The human rendering of an explanation: the steps table, then the record now."""
     console.print(
         Text.assemble(
-            (f"Why {preference_type}/{pattern} ({where(project)})", "bold"),
+            (f"Why {safe(preference_type)}/{safe(pattern)} ({where(project)})", "bold"),
             f" · derivation v{result.derivation_version}",
         )
     )
     grid = table("seq", "time (UTC)", "event", "record", "what it did", "strength", "conf")
     for step in result.steps:
-        event = step.kind.replace("_", " ")
+        event = safe(step.kind.replace("_", " "))
         if step.signal_type:
             sign = "+" if step.polarity == "positive" else "-"
-            event = f"{step.signal_type} {sign}"
+            event = f"{safe(step.signal_type)} {sign}"
         for i, eff in enumerate(step.effects or [None]):
             if eff is None:
                 grid.add_row(str(step.seq), _short_ts(step.at), event, "", "no change", "", "")
                 continue
             before = "new" if eff.strength_before is None else f"{eff.strength_before:.2f}"
             conf = (
-                eff.confidence_after
+                safe(eff.confidence_after)
                 if eff.confidence_before in (None, eff.confidence_after)
-                else f"{eff.confidence_before} -> {eff.confidence_after}"
+                else f"{safe(eff.confidence_before)} -> {safe(eff.confidence_after)}"
             )
             grid.add_row(
                 str(step.seq) if i == 0 else "",
                 _short_ts(step.at) if i == 0 else "",
                 event if i == 0 else "",
                 "prefer" if eff.polarity == "positive" else "avoid",
-                ", ".join(eff.actions),
+                ", ".join(safe(a) for a in eff.actions),
                 f"{before} -> {eff.strength_after:.2f}",
                 conf,
             )
@@ -205,12 +205,12 @@ def render_explanation(
     if result.records:
         console.print("Now:")
         for rec in result.records:
-            shadow = f" (shadow of {rec.shadow_of})" if rec.shadow_of else ""
+            shadow = f" (shadow of {safe(rec.shadow_of)})" if rec.shadow_of else ""
             kind = "prefer" if rec.polarity == "positive" else "avoid"
             n = rec.source_event_count
             console.print(
-                f"  {kind} {rec.signal_strength:.2f} ({rec.confidence}) · "
-                f"{rec.polarity_status}{shadow} · from {n} event{'s' if n != 1 else ''}, "
+                f"  {kind} {rec.signal_strength:.2f} ({safe(rec.confidence)}) · "
+                f"{safe(rec.polarity_status)}{shadow} · from {n} event{'s' if n != 1 else ''}, "
                 f"derived through seq {rec.last_derived_event_seq}",
                 soft_wrap=True,
             )
@@ -232,14 +232,15 @@ def _print_evidence(console: Console, ev: Mapping[str, Any]) -> None:
     )
     for kind, k in ev["kinds"].items():
         console.print(
-            f"  {kind}: {k['for']} for, {k['against']} against · weight {k['weight']} · "
+            f"  {safe(kind)}: {k['for']} for, {k['against']} against · weight {k['weight']} · "
             f"contribution {k['contribution']:+.3f}",
             soft_wrap=True,
         )
 
 
 def _short_ts(ts: str) -> str:
-    return ts[:16].replace("T", " ")
+    """``2026-03-01 10:00Z``: minutes, with the zone (stored times are UTC)."""
+    return safe(ts[:16].replace("T", " ")) + "Z"
 
 
 COMMANDS = (inspect, explain)

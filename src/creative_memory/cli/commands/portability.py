@@ -2,50 +2,68 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
 
 from creative_memory.cli.context import State, command
 from creative_memory.cli.errors import one_line
-from creative_memory.cli.render import emit_json, plural, progress
+from creative_memory.cli.render import emit_json, note, plural, progress, safe, write_bytes
 from creative_memory.engine.errors import ValidationError
 
 
 @command(
     epilog="""\b
 Examples:
-  creative-memory export --to alice-memory.json
-  creative-memory --user alice export --to /backups/alice-$(date +%F).json
-The archive holds raw events and settings (not the cache) with a SHA-256 checksum.
+  creative-memory export alice-memory.json
+  creative-memory export - | gzip > alice-memory.json.gz     # '-': the archive on stdout
+  creative-memory --user alice export /backups/alice-$(date +%F).json
+  creative-memory export --to alice-memory.json             # the older spelling, same thing
+The archive holds raw events and settings (not the cache) with a SHA-256 checksum. With
+'-' stdout holds only the archive; the summary goes to stderr.
 """
 )
+@click.argument("target", metavar="[FILE|-]", required=False)
 @click.option(
     "--to",
-    "target",
-    required=True,
+    "to",
     metavar="PATH",
-    type=click.Path(dir_okay=False, writable=True, path_type=Path),
-    help="Archive file to write (replaced atomically if it exists).",
+    help="Same as FILE (kept so existing scripts keep working).",
 )
-def export(state: State, target: Path) -> None:
-    """Write one versioned, checksummed archive of your raw events and settings."""
+def export(state: State, target: str | None, to: str | None) -> None:
+    """Write one versioned, checksummed archive of your raw events and settings to FILE
+    (replaced atomically if it exists) or, with '-', to stdout."""
+    if target is not None and to is not None:
+        raise click.UsageError("give the archive file once: FILE or --to PATH, not both")
+    path = target if target is not None else to
+    if path is None:
+        raise click.UsageError("missing the archive file: give FILE, '-' for stdout, or --to PATH")
     service = state.service
-    with progress(f"Exporting {state.user}'s memory"):
-        result = service.export_to(state.user, target)
-    if state.json:
-        emit_json(
-            {
-                "user_id": result.user_id,
-                "path": str(target),
-                "events": result.events,
-                "checksum": result.checksum,
-            }
-        )
-        return
-    click.echo(
-        f"Exported {plural(result.events, 'event')} and settings of {result.user_id} to {target}."
+    with progress(f"Exporting {state.user}'s memory", quiet=state.quiet):
+        if path == "-":
+            data, result = service.export_archive(state.user)
+        else:
+            result = service.export_to(state.user, Path(path))
+    doc = {
+        "user_id": result.user_id,
+        "path": path,
+        "events": result.events,
+        "checksum": result.checksum,
+    }
+    line = (
+        f"Exported {plural(result.events, 'event')} and settings of {result.user_id} to "
+        f"{'stdout' if path == '-' else safe(path)}."
     )
+    if path == "-":
+        write_bytes(data)
+        if not state.quiet:
+            note(line)
+        return
+    if state.json:
+        emit_json(doc)
+        return
+    click.echo(line)
 
 
 @command(
@@ -54,12 +72,13 @@ def export(state: State, target: Path) -> None:
 Examples:
   creative-memory import alice-memory.json                  # merge: add missing events
   creative-memory import alice-memory.json --mode replace   # become exactly the archive
+  gunzip -c alice-memory.json.gz | creative-memory import -  # '-': the archive from stdin
 Everything is validated (format, checksum, hash chain, every event) before anything is
 written; a corrupt or tampered archive changes nothing (exit 2).
 """,
 )
 @click.argument(
-    "source", metavar="PATH", type=click.Path(exists=True, dir_okay=False, path_type=Path)
+    "source", metavar="FILE|-", type=click.Path(exists=True, dir_okay=False, allow_dash=True)
 )
 @click.option(
     "--mode",
@@ -69,19 +88,26 @@ written; a corrupt or tampered archive changes nothing (exit 2).
     help="merge: add only events not already present, keep local settings; replace: the "
     "log and settings become exactly the archive's.",
 )
-def import_(state: State, source: Path, mode: str) -> None:
-    """Import an archive written by `export` (e.g. from another machine)."""
+def import_(state: State, source: str, mode: str) -> None:
+    """Import an archive written by `export` (e.g. from another machine) from FILE or,
+    with '-', from stdin."""
     service = state.service
+    label = "stdin" if source == "-" else source
     try:
-        with progress(f"Importing {source} ({mode})"):
-            result = service.import_file(state.user, source, mode)
+        with progress(f"Importing {label} ({mode})", quiet=state.quiet):
+            if source == "-":
+                if sys.stdin.isatty():
+                    note("Reading the archive from the terminal; end with Ctrl-D.")
+                result = service.import_archive(state.user, sys.stdin.buffer.read(), mode)
+            else:
+                result = service.import_file(state.user, Path(source), mode)
     except ValidationError as exc:
-        raise ValidationError(exc.field, f"cannot import {source}: {one_line(exc)}") from exc
+        raise ValidationError(exc.field, f"cannot import {label}: {one_line(exc)}") from exc
     if state.json:
         emit_json(
             {
                 "user_id": result.user_id,
-                "path": str(source),
+                "path": source,
                 "mode": result.mode,
                 "archive_user_id": result.archive_user_id,
                 "archive_events": result.archive_events,
@@ -91,15 +117,17 @@ def import_(state: State, source: Path, mode: str) -> None:
         )
         return
     user, total = result.user_id, result.events_total
-    origin = f" (archive of {result.archive_user_id})" if result.archive_user_id != user else ""
+    shown = safe(label)
+    archive_user = safe(result.archive_user_id)
+    origin = f" (archive of {archive_user})" if result.archive_user_id != user else ""
     if mode == "replace":
         click.echo(
-            f"Replaced {user}'s memory with {source}{origin}: {plural(total, 'event')} "
+            f"Replaced {user}'s memory with {shown}{origin}: {plural(total, 'event')} "
             "and the archive's settings."
         )
         return
     click.echo(
-        f"Imported {source}{origin} into {user}: {plural(result.events_added, 'event')} "
+        f"Imported {shown}{origin} into {user}: {plural(result.events_added, 'event')} "
         f"added, {total} in memory."
     )
 
@@ -118,7 +146,7 @@ def migrate(state: State, source: Path) -> None:
     """Import a prototype-era preferences.json (schema 1.0) as legacy events."""
     service = state.service
     try:
-        with progress(f"Importing prototype records from {source}"):
+        with progress(f"Importing prototype records from {source}", quiet=state.quiet):
             imported = service.migrate(state.user, source)
     except ValidationError as exc:
         raise ValidationError(exc.field, f"cannot migrate {source}: {one_line(exc)}") from exc
@@ -127,10 +155,11 @@ def migrate(state: State, source: Path) -> None:
         return
     if imported:
         click.echo(
-            f"Imported {plural(imported, 'prototype record')} from {source} into {state.user}."
+            f"Imported {plural(imported, 'prototype record')} from {safe(source)} into "
+            f"{state.user}."
         )
     else:
-        click.echo(f"Nothing new to import from {source} (already imported or empty).")
+        click.echo(f"Nothing new to import from {safe(source)} (already imported or empty).")
 
 
 COMMANDS = (export, import_, migrate)

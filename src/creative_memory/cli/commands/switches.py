@@ -7,7 +7,10 @@ import click
 
 from creative_memory.cli.context import DATE_HELP, State, command, parse_date, validate_project
 from creative_memory.cli.errors import Group
-from creative_memory.cli.render import emit_json, report_settings
+from creative_memory.cli.render import emit_json, local_time, report_settings, safe
+
+#: How a switch that changed nothing ends its message (exit 0, ``"changed": false``).
+NO_CHANGE = "nothing changed."
 
 
 @command(
@@ -37,8 +40,8 @@ def whoami(state: State) -> None:
             }
         )
         return
-    click.echo(f"user      {user.user_id}  ({user.source})")
-    click.echo(f"data dir  {root.path}  ({root.source})")
+    click.echo(f"user      {safe(user.user_id)}  ({safe(user.source)})")
+    click.echo(f"data dir  {safe(root.path)}  ({safe(root.source)})")
 
 
 @command(
@@ -50,8 +53,13 @@ Examples:
 )
 def enable(state: State) -> None:
     """Turn memory on (learning and injection)."""
-    view = state.service.set_enabled(state.user, True)
-    report_settings(state, view, f"Memory enabled for {state.user}.")
+    update = state.service.set_enabled(state.user, True)
+    message = (
+        f"Memory enabled for {state.user}."
+        if update.changed
+        else f"Memory is already enabled for {state.user}; {NO_CHANGE}"
+    )
+    report_settings(state, update.settings, message, changed=update.changed)
 
 
 @command(
@@ -63,21 +71,22 @@ Examples:
 )
 def disable(state: State) -> None:
     """Turn memory off: nothing is learned or injected; nothing is deleted."""
-    view = state.service.set_enabled(state.user, False)
-    report_settings(
-        state,
-        view,
-        f"Memory disabled for {state.user}: nothing learned or injected, nothing deleted.",
+    update = state.service.set_enabled(state.user, False)
+    message = (
+        f"Memory disabled for {state.user}: nothing learned or injected, nothing deleted."
+        if update.changed
+        else f"Memory is already disabled for {state.user}; {NO_CHANGE}"
     )
+    report_settings(state, update.settings, message, changed=update.changed)
 
 
 @command(
     epilog="""\b
 Examples:
   creative-memory pause                          # until `creative-memory resume`
-  creative-memory pause --until 2026-03-15       # expires by itself (midnight UTC)
+  creative-memory pause --until 2026-03-15       # through the end of that day, local time
   creative-memory pause --until 2026-03-15T18:00:00+01:00
-A date in the past is refused (exit 2).
+A date in the past is refused (exit 2). Pausing again with the same end changes nothing.
 """
 )
 @click.option(
@@ -85,21 +94,32 @@ A date in the past is refused (exit 2).
 )
 def pause(state: State, until: str | None) -> None:
     """Pause learning (events are dropped, not stored); injection continues."""
-    view = state.service.pause(state.user, until)
-    span = f"until {until}" if until else "until you run `creative-memory resume`"
-    report_settings(state, view, f"Learning paused for {state.user} {span}; injection continues.")
+    update = state.service.pause(state.user, until)
+    span = f"until {local_time(until)}" if until else "until you run `creative-memory resume`"
+    message = (
+        f"Learning paused for {state.user} {span}; injection continues."
+        if update.changed
+        else f"Learning is already paused for {state.user} {span}; {NO_CHANGE}"
+    )
+    report_settings(state, update.settings, message, changed=update.changed)
 
 
 @command(
     epilog="""\b
 Examples:
   creative-memory resume
+Resuming when learning is not paused changes nothing (exit 0).
 """
 )
 def resume(state: State) -> None:
     """Resume learning after a pause."""
-    view = state.service.resume(state.user)
-    report_settings(state, view, f"Learning resumed for {state.user}.")
+    update = state.service.resume(state.user)
+    message = (
+        f"Learning resumed for {state.user}."
+        if update.changed
+        else f"Learning was not paused for {state.user}; {NO_CHANGE}"
+    )
+    report_settings(state, update.settings, message, changed=update.changed)
 
 
 @command(
@@ -117,9 +137,12 @@ def project_disable(state: State, project: str) -> None:
     PROJECT does not need any memory yet: a host project can opt out before its first
     generation."""
     toggle = state.service.set_project_ignores_global(state.user, project, True)
-    report_settings(
-        state, toggle.settings, f"Project {project} now ignores {state.user}'s global memory."
+    message = (
+        f"Project {project} now ignores {state.user}'s global memory."
+        if toggle.changed
+        else f"Project {project} already ignores {state.user}'s global memory; {NO_CHANGE}"
     )
+    report_settings(state, toggle.settings, message, changed=toggle.changed)
 
 
 @command(
@@ -136,8 +159,8 @@ def project_enable(state: State, project: str) -> None:
     if toggle.changed:
         message = f"Project {project} uses {state.user}'s global memory again."
     else:
-        message = f"Project {project} was not disabled; nothing changed."
-    report_settings(state, toggle.settings, message)
+        message = f"Project {project} was not disabled; {NO_CHANGE}"
+    report_settings(state, toggle.settings, message, changed=toggle.changed)
 
 
 @click.group(
@@ -166,11 +189,16 @@ def diagnostics_feed(state: State, value: str | None) -> None:
     """Switch the one-line diagnostics summary for chat on or off (off by default)."""
     if value is None:
         view = state.service.settings(state.user)
-    else:
-        view = state.service.set_diagnostics_feed(state.user, value == "on")
-    current = "on" if view.diagnostics_feed else "off"
-    verb = "is" if value is None else "is now"
-    report_settings(state, view, f"Diagnostics feed {verb} {current} for {state.user}.")
+        current = "on" if view.diagnostics_feed else "off"
+        report_settings(state, view, f"Diagnostics feed is {current} for {state.user}.")
+        return
+    update = state.service.set_diagnostics_feed(state.user, value == "on")
+    message = (
+        f"Diagnostics feed is now {value} for {state.user}."
+        if update.changed
+        else f"Diagnostics feed is already {value} for {state.user}; {NO_CHANGE}"
+    )
+    report_settings(state, update.settings, message, changed=update.changed)
 
 
 config.add_command(diagnostics_feed)
