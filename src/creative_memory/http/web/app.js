@@ -313,7 +313,11 @@
         el("span", `${localTime(s.at)}: ${what}`, { class: "visually-hidden" }));
       list.append(li);
     }
-    const span = first && last ? `${localTime(first.at)} → ${localTime(last.at)}` : "no events";
+    let span = "no events";
+    if (first && last) {
+      span = first.at === last.at ? localTime(first.at)
+        : `${localTime(first.at)} → ${localTime(last.at)}`;
+    }
     box.replaceChildren(list, el("p", `${plural(steps.length, "event", "events")} · ${span}`,
       { class: "hint timeline-span" }));
   }
