@@ -225,7 +225,7 @@ def token(state: State, rotate: bool) -> None:
 Examples:
   creative-memory ui                            # print and open a one-time login link
   creative-memory ui --no-browser               # just print it
-  creative-memory ui --no-browser --json        # {"user_id": ..., "url": ...}
+  creative-memory ui --no-browser --json        # {"url": ..., "data_dir": ...}
 """,
 )
 @click.option("--no-browser", is_flag=True, help="Only print the link.")
@@ -238,10 +238,9 @@ def ui(state: State, no_browser: bool) -> None:
     from creative_memory.http import login_url
 
     root = resolve_data_dir(state.data_dir)
-    user_id = resolve_user_id(state.user_flag)
-    url = login_url(root, user_id)
+    url = login_url(root, resolve_user_id(state.user_flag))
     if state.json:
-        emit_json({"user_id": user_id, "url": url})
+        emit_json({"url": url, "data_dir": str(root)})
     else:
         click.echo(url)
     if not no_browser:
