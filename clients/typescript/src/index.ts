@@ -1,0 +1,202 @@
+// @creative-memory/client: a thin typed wrapper on openapi-fetch over the daemon's HTTP API
+// (docs/typescript-client.md). Request and response types come from src/openapi.ts, which
+// scripts/generate.mjs generates from the daemon's OpenAPI document; nothing here restates
+// a body shape. Every non-2xx answer throws a ProblemError subclass (src/errors.ts).
+import createClient, { type Client } from "openapi-fetch";
+import { problemError, TransportError } from "./errors.js";
+import type { components, operations, paths } from "./openapi.js";
+
+export * from "./errors.js";
+export type { components, operations, paths } from "./openapi.js";
+
+type Schemas = components["schemas"];
+export type Health = Schemas["Health"];
+export type OpenApiDoc = Schemas["OpenApiDoc"];
+export type MemoryView = Schemas["MemoryView"];
+export type SettingsView = Schemas["SettingsView"];
+export type SettingsChange = Schemas["SettingsChange"];
+export type Preference = Schemas["Preference"];
+export type WireEvent = Schemas["WireEvent"];
+export type IngestResult = Schemas["IngestResult"];
+export type ComposeRequest = Schemas["ComposeRequest"];
+export type PromptResult = Schemas["PromptResult"];
+export type ForgetResult = Schemas["ForgetResult"];
+export type Explanation = Schemas["Explanation"];
+export type ResetRequest = Schemas["ResetRequest"];
+export type ResetResult = Schemas["ResetResult"];
+export type Archive = Schemas["Archive"];
+export type ImportResult = Schemas["ImportResult"];
+
+type PromptQuery = NonNullable<operations["prompt"]["parameters"]["query"]>;
+/** Which memory block GET /api/v1/prompt returns. */
+export type PromptVariant = NonNullable<PromptQuery["variant"]>;
+/** How POST /api/v1/import combines the archive with the stored memory. */
+export type ImportMode = NonNullable<NonNullable<operations["import"]["parameters"]["query"]>["mode"]>;
+
+/** The daemon's address when nothing else is given (`creative-memory serve`'s default). */
+export const DEFAULT_BASE_URL = "http://127.0.0.1:7744";
+
+/** How to reach the daemon. */
+export interface ClientOptions {
+  /** The daemon's base URL; default http://127.0.0.1:7744. */
+  baseUrl?: string;
+  /** The bearer token (`creative-memory token`). */
+  token?: string;
+  /** Extra headers sent with every request. */
+  headers?: Record<string, string>;
+  /** A fetch implementation (default: the global fetch). */
+  fetch?: (input: Request) => Promise<Response>;
+}
+
+/** A project: absent, null or "" all mean no project (the global memory). */
+export interface ProjectOption {
+  projectId?: string | null;
+}
+
+/** The memory block to retrieve. */
+export interface PromptOptions extends ProjectOption {
+  variant?: PromptVariant;
+}
+
+/** A host prompt to compose; `format` is chosen by the method (composePrompt / composePromptText). */
+export type ComposeOptions = Omit<ComposeRequest, "format">;
+
+type Outcome<D> = { data?: D; error?: unknown; response: Response };
+
+function project(options: ProjectOption | undefined): { project_id?: string } {
+  const id = options?.projectId;
+  return id ? { project_id: id } : {};
+}
+
+/** The daemon's HTTP API, one method per operation of its OpenAPI document. */
+export class CreativeMemoryClient {
+  /** The openapi-fetch client underneath, for anything the methods do not cover. */
+  readonly raw: Client<paths>;
+  /** The daemon's base URL (no trailing slash). */
+  readonly baseUrl: string;
+
+  constructor(options: ClientOptions = {}) {
+    this.baseUrl = (options.baseUrl ?? DEFAULT_BASE_URL).replace(/\/+$/, "");
+    const headers: Record<string, string> = { ...options.headers };
+    if (options.token) headers.Authorization = `Bearer ${options.token}`;
+    this.raw = createClient<paths>({
+      baseUrl: this.baseUrl,
+      headers,
+      ...(options.fetch ? { fetch: options.fetch } : {}),
+    });
+  }
+
+  private async run<D>(send: () => Promise<Outcome<D>>): Promise<D> {
+    let outcome: Outcome<D>;
+    try {
+      outcome = await send();
+    } catch (cause) {
+      const why = cause instanceof Error ? cause.message : String(cause);
+      throw new TransportError(`cannot reach the daemon at ${this.baseUrl}: ${why}`, cause);
+    }
+    if (!outcome.response.ok) throw problemError(outcome.error, outcome.response);
+    return outcome.data as D;
+  }
+
+  /** GET /healthz: liveness (no credentials needed). */
+  health(): Promise<Health> {
+    return this.run(() => this.raw.GET("/healthz"));
+  }
+
+  /** GET /openapi.json: the daemon's OpenAPI document. */
+  openapi(): Promise<OpenApiDoc> {
+    return this.run(() => this.raw.GET("/openapi.json"));
+  }
+
+  /** POST /api/v1/events: ingest one event or up to 1000; each is judged on its own. */
+  ingestEvents(events: WireEvent | WireEvent[]): Promise<IngestResult> {
+    return this.run(() => this.raw.POST("/api/v1/events", { body: events }));
+  }
+
+  /** GET /api/v1/prompt?format=json: the memory block for a project, with its diagnostics. */
+  prompt(options: PromptOptions = {}): Promise<PromptResult> {
+    const query: PromptQuery = { ...project(options), format: "json" };
+    if (options.variant) query.variant = options.variant;
+    return this.run(
+      () => this.raw.GET("/api/v1/prompt", { params: { query } }) as Promise<Outcome<PromptResult>>,
+    );
+  }
+
+  /** GET /api/v1/prompt: the memory block alone, as text ("" when there is none). */
+  async promptText(options: PromptOptions = {}): Promise<string> {
+    const query: PromptQuery = { ...project(options), format: "text" };
+    if (options.variant) query.variant = options.variant;
+    // an empty block is an empty body, which openapi-fetch reads as no data at all
+    const text = await this.run(() => this.raw.GET("/api/v1/prompt", { params: { query }, parseAs: "text" }));
+    return text ?? "";
+  }
+
+  /** POST /api/v1/prompt (JSON): the host prompt with the memory block inserted, and the block. */
+  composePrompt(request: ComposeOptions): Promise<PromptResult> {
+    const body: ComposeRequest = { ...request, format: "json" };
+    return this.run(
+      () => this.raw.POST("/api/v1/prompt", { body }) as Promise<Outcome<PromptResult>>,
+    );
+  }
+
+  /** POST /api/v1/prompt (text): the host prompt with the memory block inserted. */
+  async composePromptText(request: ComposeOptions): Promise<string> {
+    const body: ComposeRequest = { ...request, format: "text" };
+    const text = await this.run(() => this.raw.POST("/api/v1/prompt", { body, parseAs: "text" }));
+    return text ?? "";
+  }
+
+  /** GET /api/v1/memory: everything in the user's memory (records, settings, retrieval). */
+  inspect(options: ProjectOption = {}): Promise<MemoryView> {
+    return this.run(() => this.raw.GET("/api/v1/memory", { params: { query: project(options) } }));
+  }
+
+  /** GET /api/v1/explain/{type}/{pattern}: why a pattern is (or is not) in the memory block. */
+  explain(preferenceType: string, pattern: string, options: ProjectOption = {}): Promise<Explanation> {
+    return this.run(() =>
+      this.raw.GET("/api/v1/explain/{preference_type}/{pattern}", {
+        params: { path: { preference_type: preferenceType, pattern }, query: project(options) },
+      }),
+    );
+  }
+
+  /** DELETE /api/v1/preferences/{type}/{pattern}: erase every raw event about a pattern. */
+  forget(preferenceType: string, pattern: string, options: ProjectOption = {}): Promise<ForgetResult> {
+    return this.run(() =>
+      this.raw.DELETE("/api/v1/preferences/{preference_type}/{pattern}", {
+        params: { path: { preference_type: preferenceType, pattern }, query: project(options) },
+      }),
+    );
+  }
+
+  /** GET /api/v1/settings: the user's settings. */
+  getSettings(): Promise<SettingsView> {
+    return this.run(() => this.raw.GET("/api/v1/settings"));
+  }
+
+  /** POST /api/v1/settings: change several settings at once (absent keys stay). */
+  changeSettings(change: SettingsChange): Promise<SettingsView> {
+    return this.run(() => this.raw.POST("/api/v1/settings", { body: change }));
+  }
+
+  /** POST /api/v1/reset: erase a scope for real (`confirm: true` is required). */
+  reset(request: ResetRequest): Promise<ResetResult> {
+    return this.run(() => this.raw.POST("/api/v1/reset", { body: request }));
+  }
+
+  /** GET /api/v1/export: the user's memory as an archive (raw events and settings). */
+  exportArchive(): Promise<Archive> {
+    return this.run(() => this.raw.GET("/api/v1/export"));
+  }
+
+  /** POST /api/v1/import: load an archive (`merge`, the default, or `replace`). */
+  importArchive(archive: Archive, options: { mode?: ImportMode } = {}): Promise<ImportResult> {
+    const query = options.mode ? { mode: options.mode } : {};
+    return this.run(() => this.raw.POST("/api/v1/import", { body: archive, params: { query } }));
+  }
+}
+
+/** A client for the daemon at `baseUrl` with `token` (see ClientOptions). */
+export function createCreativeMemoryClient(options: ClientOptions = {}): CreativeMemoryClient {
+  return new CreativeMemoryClient(options);
+}

@@ -1,0 +1,208 @@
+// The client against a live daemon on loopback (docs/typescript-client.md, "Tests").
+// tests/test_typescript_client.py starts the daemon and passes CREATIVE_MEMORY_URL,
+// CREATIVE_MEMORY_TOKEN and CREATIVE_MEMORY_USER; run alone, point them at any daemon
+// whose memory may be erased.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import {
+  AuthProblem,
+  CreativeMemoryClient,
+  NotFoundProblem,
+  ProblemError,
+  TransportError,
+  ValidationProblem,
+  type WireEvent,
+} from "../src/index.js";
+
+const url = process.env.CREATIVE_MEMORY_URL;
+const token = process.env.CREATIVE_MEMORY_TOKEN;
+const user = process.env.CREATIVE_MEMORY_USER ?? "default";
+if (!url || !token) throw new Error("set CREATIVE_MEMORY_URL and CREATIVE_MEMORY_TOKEN");
+
+const client = new CreativeMemoryClient({ baseUrl: url, token });
+const PROJECT = "ts-client";
+
+function event(kind: string, artifact: string, pattern: string, extra: Record<string, unknown>): WireEvent {
+  return {
+    event: kind,
+    user_id: user,
+    artifact_id: artifact,
+    session_id: "ts-session",
+    project_id: PROJECT,
+    timestamp: new Date().toISOString(),
+    artifact_meta: { signals: [{ preference_type: pattern.split("/")[0], pattern: pattern.split("/")[1] }] },
+    ...extra,
+  };
+}
+
+// Enough evidence for both patterns to reach the memory block: four negative tags on
+// neon_palette, one positive tag on bento_grid.
+const EVIDENCE: WireEvent[] = [
+  ...[0, 1, 2, 3].map((i) => event("explicit_tag_applied", `neon-${i}`, "color/neon_palette", { tag_text: "too noisy" })),
+  event("explicit_tag_applied", "bento-0", "layout/bento_grid", { tag_text: "love this" }),
+];
+
+/** Which client method covers each operationId of the daemon's OpenAPI document. */
+const METHOD_OF: Record<string, keyof CreativeMemoryClient> = {
+  healthz: "health",
+  openapi: "openapi",
+  inspect: "inspect",
+  forget: "forget",
+  explain: "explain",
+  reset: "reset",
+  ingestEvents: "ingestEvents",
+  prompt: "prompt",
+  composePrompt: "composePrompt",
+  getSettings: "getSettings",
+  changeSettings: "changeSettings",
+  export: "exportArchive",
+  import: "importArchive",
+};
+
+describe("the client against a live daemon", () => {
+  before(async () => {
+    await client.reset({ confirm: true, scope: `project:${PROJECT}` });
+    const ingested = await client.ingestEvents(EVIDENCE);
+    assert.equal(ingested.accepted, EVIDENCE.length, JSON.stringify(ingested.results));
+  });
+
+  after(async () => {
+    await client.reset({ confirm: true, scope: `project:${PROJECT}` });
+  });
+
+  test("every operation of the OpenAPI document has a method", async () => {
+    const doc = (await client.openapi()) as unknown as { paths: Record<string, Record<string, { operationId: string }>> };
+    const ids = Object.values(doc.paths).flatMap((ops) => Object.values(ops).map((op) => op.operationId));
+    assert.deepEqual([...ids].sort(), Object.keys(METHOD_OF).sort());
+    for (const method of Object.values(METHOD_OF)) assert.equal(typeof client[method], "function", method);
+  });
+
+  test("health needs no token", async () => {
+    const anonymous = new CreativeMemoryClient({ baseUrl: url });
+    assert.equal((await anonymous.health()).status, "ok");
+  });
+
+  test("ingestEvents reports each event; one bad event does not fail the batch", async () => {
+    const single = await client.ingestEvents(event("thumbs_rated", "single", "color/teal", { rating: "up" }));
+    assert.equal(single.events, 1);
+    assert.equal(single.results[0]?.where, "body");
+    const mixed = await client.ingestEvents([
+      event("thumbs_rated", "ok-1", "color/teal", { rating: "up" }),
+      event("no_such_event", "bad-1", "color/teal", {}),
+    ]);
+    assert.equal(mixed.accepted, 1);
+    assert.equal(mixed.rejected, 1);
+    assert.equal(mixed.results[1]?.status, "rejected");
+    assert.equal(mixed.results[1]?.where, "events[1]");
+  });
+
+  test("inspect lists the records of the project", async () => {
+    const view = await client.inspect({ projectId: PROJECT });
+    assert.equal(view.user_id, user);
+    assert.equal(view.project_id, PROJECT);
+    const patterns = view.preferences.map((p) => `${p.preference_type}/${p.pattern}`);
+    assert.ok(patterns.includes("color/neon_palette"), patterns.join(", "));
+    assert.ok(view.projects.includes(PROJECT));
+  });
+
+  test("prompt returns the memory block, as JSON or text", async () => {
+    const json = await client.prompt({ projectId: PROJECT, variant: "generation" });
+    assert.equal(json.project_id, PROJECT);
+    assert.match(json.block, /avoids \(\w+\): neon_palette/);
+    const text = await client.promptText({ projectId: PROJECT });
+    assert.equal(text, json.block);
+    assert.equal(await client.promptText({ variant: "legacy" }), "");
+  });
+
+  test("composePrompt inserts the block into the host prompt", async () => {
+    const host = "You are a designer.\n\n## Active skill\nLanding pages.\n";
+    const composed = await client.composePrompt({ host_prompt: host, project_id: PROJECT });
+    assert.ok(composed.prompt?.startsWith("You are a designer."));
+    assert.ok(composed.prompt?.includes(composed.block.trim()));
+    assert.ok(composed.prompt?.indexOf("neon_palette")! < composed.prompt!.indexOf("## Active skill"));
+    const text = await client.composePromptText({ host_prompt: host, project_id: PROJECT });
+    assert.equal(text, composed.prompt);
+  });
+
+  test("explain traces a pattern; an unknown one is a NotFoundProblem naming the field", async () => {
+    const why = await client.explain("color", "neon_palette", { projectId: PROJECT });
+    assert.equal(why.pattern, "neon_palette");
+    assert.ok(why.steps.length >= 4);
+    await assert.rejects(client.explain("color", "never_seen", { projectId: PROJECT }), (err: unknown) => {
+      assert.ok(err instanceof NotFoundProblem);
+      assert.equal(err.status, 404);
+      assert.equal(err.field, "pattern");
+      assert.match(err.detail, /nothing to explain/);
+      return true;
+    });
+  });
+
+  test("forget erases the events about a pattern and says how many", async () => {
+    const gone = await client.forget("layout", "bento_grid", { projectId: PROJECT });
+    assert.equal(gone.events_removed, 1);
+    const again = await client.forget("layout", "bento_grid", { projectId: PROJECT });
+    assert.equal(again.events_removed, 0);
+    const view = await client.inspect({ projectId: PROJECT });
+    assert.ok(!view.preferences.some((p) => p.pattern === "bento_grid"));
+  });
+
+  test("settings: read, change, and a 422 ValidationProblem with its field", async () => {
+    const before = await client.getSettings();
+    const paused = await client.changeSettings({ paused: true });
+    assert.equal(paused.paused, true);
+    const resumed = await client.changeSettings({ paused: before.paused });
+    assert.equal(resumed.paused, before.paused);
+    await assert.rejects(client.changeSettings({ paused_until: "2000-01-01T00:00:00Z" }), (err: unknown) => {
+      assert.ok(err instanceof ValidationProblem);
+      assert.ok(err instanceof ProblemError);
+      assert.equal(err.status, 422);
+      assert.equal(err.field, "paused_until");
+      assert.equal(err.problem.status, 422);
+      return true;
+    });
+  });
+
+  test("export and import round-trip the archive", async () => {
+    const archive = await client.exportArchive();
+    assert.equal(archive.format, "creative-memory-archive");
+    assert.equal(archive.user_id, user);
+    assert.ok(archive.events.length >= EVIDENCE.length);
+    const replaced = await client.importArchive(archive, { mode: "replace" });
+    assert.equal(replaced.mode, "replace");
+    assert.equal(replaced.events_total, archive.events.length);
+    const merged = await client.importArchive(archive);
+    assert.equal(merged.events_added, 0);
+  });
+
+  test("reset needs confirm; it reports what it erased", async () => {
+    await assert.rejects(client.reset({ scope: `project:${PROJECT}` }), (err: unknown) => {
+      assert.ok(err instanceof ValidationProblem);
+      assert.equal(err.field, "confirm");
+      return true;
+    });
+    const before = await client.inspect({ projectId: PROJECT });
+    assert.ok(before.preferences.length > 0);
+    const reset = await client.reset({ confirm: true, scope: `project:${PROJECT}` });
+    assert.equal(reset.scope, `project:${PROJECT}`);
+    assert.ok(reset.events_removed > 0);
+    assert.equal((await client.inspect({ projectId: PROJECT })).preferences.length, 0);
+  });
+
+  test("a wrong token is an AuthProblem (401)", async () => {
+    const stranger = new CreativeMemoryClient({ baseUrl: url, token: "not-a-token" });
+    await assert.rejects(stranger.inspect(), (err: unknown) => {
+      assert.ok(err instanceof AuthProblem);
+      assert.equal(err.status, 401);
+      return true;
+    });
+  });
+
+  test("no daemon listening is a TransportError", async () => {
+    const nowhere = new CreativeMemoryClient({ baseUrl: "http://127.0.0.1:9", token });
+    await assert.rejects(nowhere.health(), (err: unknown) => {
+      assert.ok(err instanceof TransportError);
+      assert.match(err.message, /cannot reach the daemon at http:\/\/127\.0\.0\.1:9/);
+      return true;
+    });
+  });
+});
