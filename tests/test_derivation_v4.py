@@ -1,0 +1,154 @@
+"""Derivation version 4 (docs/quality.md, "Version 4"): scenarios a person would recognise,
+each a fixed history with its expected Avoid / Prefer lists, the injection explanation of
+every record, and version 3's cost."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from creative_memory.engine.derivation.registry import derive
+from creative_memory.engine.derivation.v4 import V4_TABLE, DerivedStateV4
+from creative_memory.engine.explain import explain
+from creative_memory.engine.retrieval import retrieve
+from tests.test_derivation_v2 import Log
+from tests.test_derivation_v3 import rich_history
+
+LAYOUTS = ("grid", "split", "hero", "stack", "masonry", "cards")
+FONTS = ("serif", "sans", "mono", "slab", "script", "display")
+NEON = ("color", "neon_palette")
+
+
+def lists(log: Log, version: str = "4") -> tuple[list[str], list[str]]:
+    """(Avoid, Prefer) patterns injected after ``log``."""
+    st = derive(log.events, version)
+    res = retrieve(st.global_records, {}, None, None)
+    return [r.pattern for r in res.negatives], [r.pattern for r in res.positives]
+
+
+def warm_up(log: Log) -> None:
+    """Four accepted artifacts that never list neon."""
+    for i in range(4):
+        colour = "pastel" if i % 2 else "earth"
+        feats = [("color", colour), ("layout", LAYOUTS[i]), ("typography", FONTS[i])]
+        log.signal("repeated_acceptance", "positive", feats, artifact=f"ok{i}")
+
+
+def reject_neon(log: Log, i: int) -> None:
+    """One rejection of an artifact listing neon beside a varying layout and typeface."""
+    kind = "thumbs_down" if i % 2 == 0 else "abandoned_generation"
+    feats = [NEON, ("layout", LAYOUTS[(i + 2) % 6]), ("typography", FONTS[(i + 3) % 6])]
+    log.signal(kind, "negative", feats, artifact=f"r{i}")
+
+
+def test_five_rejections_of_neon_avoid_it_after_the_fifth_not_before() -> None:
+    log = Log()
+    warm_up(log)
+    avoided = []
+    for i in range(6):
+        reject_neon(log, i)
+        avoided.append("neon_palette" in lists(log)[0])
+    assert avoided == [False, False, False, False, True, True]
+    avoid, prefer = lists(log)
+    assert avoid == ["neon_palette"]  # the varying layouts and typefaces are not blamed
+    assert set(prefer) == {"earth", "pastel"}
+    # version 3 does not avoid it even after the sixth
+    assert "neon_palette" not in lists(log, "3")[0]
+
+
+def test_a_pattern_only_ever_beside_a_disliked_one_is_not_avoided() -> None:
+    log = Log()
+    for i in range(4):
+        colour = "pastel" if i % 2 else "earth"
+        feats = [("color", colour), ("layout", LAYOUTS[i]), ("motion", "still")]
+        log.signal("repeated_acceptance", "positive", feats, artifact=f"ok{i}")
+    for i in range(8):
+        feats = [NEON, ("layout", LAYOUTS[(i + 2) % 6])]
+        if i % 2 == 0:
+            feats.append(("motion", "glow"))  # glow: never without neon, never contrasted
+        log.signal("thumbs_down", "negative", feats, artifact=f"r{i}")
+    avoid, _ = lists(log)
+    assert avoid == ["neon_palette"]
+
+
+def test_an_explicit_negative_tag_is_avoided_at_once() -> None:
+    log = Log()
+    log.signal("explicit_tag", "negative", [NEON], artifact="t", tag_text="too noisy")
+    assert lists(log) == (["neon_palette"], [])
+    assert lists(log, "3") == ([], [])
+
+
+def test_a_reversal_drops_the_avoid_at_the_first_acceptance() -> None:
+    """The documented rule: an Avoid on unary evidence is dropped as soon as its lower
+    bound falls under the threshold — after five rejections, one acceptance does it."""
+    log = Log()
+    warm_up(log)
+    for i in range(5):
+        reject_neon(log, i)
+    assert "neon_palette" in lists(log)[0]
+    feats = [NEON, ("layout", "grid"), ("typography", "sans")]
+    log.signal("repeated_acceptance", "positive", feats, artifact="back")
+    assert "neon_palette" not in lists(log)[0]
+
+
+def test_a_reversal_of_a_tag_is_put_under_review() -> None:
+    log = Log()
+    log.signal("explicit_tag", "negative", [NEON], artifact="t", tag_text="too noisy")
+    for i in range(4):
+        feats = [NEON, ("layout", LAYOUTS[i])]
+        log.signal("repeated_acceptance", "positive", feats, artifact=f"a{i}")
+    assert "neon_palette" not in lists(log)[0]
+    st = derive(log.events, "4")
+    rec = next(r for r in st.global_records if r.pattern == "neon_palette")
+    assert rec.polarity_status == "under_review" or rec.polarity == "positive"
+
+
+def _explained(log: Log, pattern: str, ptype: str) -> list[dict[str, object]]:
+    st = derive(log.events, "4")
+    ex = explain(log.events, st.version, ptype, pattern)
+    assert ex.evidence is not None
+    return [e["injection"] for e in ex.evidence]
+
+
+def test_explain_shows_why_each_record_crossed_the_threshold_or_not() -> None:
+    log = Log()
+    warm_up(log)
+    for i in range(4):
+        reject_neon(log, i)
+    (before,) = _explained(log, "neon_palette", "color")
+    assert before["crosses"] is False
+    assert str(before["why"]).startswith("not injected: the estimate")
+    reject_neon(log, 4)
+    (after,) = _explained(log, "neon_palette", "color")
+    assert after["crosses"] is True and str(after["why"]).startswith("injected: the lower bound")
+    assert after["strength"] == pytest.approx(after["after_decay"])
+    tag = Log()
+    tag.signal("explicit_tag", "negative", [NEON], artifact="t", tag_text="too noisy")
+    (stated,) = _explained(tag, "neon_palette", "color")
+    assert stated["statement_floor"] == V4_TABLE.statement_floor
+    assert stated["why"] == "injected: an explicit tag states it (statement floor)"
+
+
+def test_every_record_of_a_rich_history_has_an_injection_explanation() -> None:
+    events = rich_history(600, 12, seed=5)
+    st = derive(events, "4")
+    assert isinstance(st, DerivedStateV4)
+    for rec in st.global_records:
+        inj = st.evidence_for(rec)["injection"]
+        assert inj["crosses"] == (rec.signal_strength >= 0.40 and rec.polarity_status == "stable")
+        assert inj["strength"] == rec.signal_strength
+        assert isinstance(inj["why"], str) and inj["why"]
+
+
+def test_version_4_costs_what_version_3_costs() -> None:
+    """The same fit (version 3's operator): at a vocabulary ten times larger the derivation
+    of the same number of events costs about the same for both versions."""
+    events = rich_history(3000, 400, seed=11)
+    times = {}
+    for version in ("3", "4", "3", "4"):
+        t0 = time.perf_counter()
+        st = derive(events, version)
+        st.materialize()
+        times.setdefault(version, []).append(time.perf_counter() - t0)
+    assert min(times["4"]) < 2.0 * min(times["3"]) + 0.05
