@@ -322,7 +322,8 @@ def test_settings_memory_page_end_to_end(daemon: Daemon, browser: Browser, tmp_p
     mark = len(responses)
     page.wait_for_timeout(5600)
     polled = responses[mark:]
-    assert [(s, bool(tag)) for u, s, tag in polled if "/api/v1/memory" in u] == [(304, True)]
+    polls = [(s, bool(tag)) for u, s, tag in polled if "/api/v1/memory" in u]
+    assert polls and set(polls) == {(304, True)}, polls  # one or two polls in 5.6 s
     assert [u for u, _, _ in polled if "/api/v1/memory" not in u] == []
 
     # -- Why? ------------------------------------------------------------------------------------
