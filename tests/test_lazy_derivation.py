@@ -103,7 +103,7 @@ def test_another_writer_is_seen(tmp_path: Path, version: str) -> None:
 def test_capture_and_records_false_derive_nothing(
     tmp_path: Path, version: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    clock = ManualClock()
+    clock = ManualClock("2026-03-01T10:00:00Z")  # the events below are dated then
     store = MemoryStore(tmp_path / "mem", derivation_version=version, clock=clock)
     store.ingest_signal(U, tag("seed"))
     store.list_preferences(U)

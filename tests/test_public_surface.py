@@ -28,10 +28,10 @@ EXPORTS = {
 }  # fmt: skip
 
 STORE_METHODS = {
-    "append_comparison", "close", "events", "explain", "export_memory", "flush", "forget",
+    "add_erasure_listener", "append_comparison", "close", "events", "explain", "export_memory", "flush", "forget",
     "get_settings", "import_memory", "import_prototype", "ingest_signal", "ingest_signals",
     "inspect", "is_paused", "list_preferences", "log_refinement", "now_ms", "pause",
-    "refinement_log", "reset_memory", "resume", "retrieve_for_injection", "root",
+    "refinement_log", "remove_erasure_listener", "reset_memory", "resume", "retrieve_for_injection", "root",
     "run_decay", "set_diagnostics_feed", "set_memory_enabled", "set_project_disabled",
 }  # fmt: skip
 

@@ -18,10 +18,18 @@ from typing import Any
 import msgspec
 
 from creative_memory.app.derived import DerivedStates, _Memo
+from creative_memory.app.door import LogDoor
 from creative_memory.app.results import SettingsView
+from creative_memory.capture.redaction import RedactionPolicy
 from creative_memory.engine.constants import DERIVATION_VERSION
 from creative_memory.engine.derivation.registry import DerivedState, check_version
-from creative_memory.engine.erasure import anchored, forget_filter, in_bucket
+from creative_memory.engine.erasure import (
+    Erasure,
+    ErasureListener,
+    anchored,
+    forget_filter,
+    in_bucket,
+)
 from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.events import (
     ComparisonEvent,
@@ -29,7 +37,6 @@ from creative_memory.engine.events import (
     Event,
     LegacyRecordEvent,
     ProjectAnchorEvent,
-    RefinementEvent,
     build_refinement_event,
     build_signal_event,
     validate_project_id,
@@ -43,7 +50,7 @@ from creative_memory.engine.portability.archive import (
     encode_archive,
     events_to_merge,
 )
-from creative_memory.engine.portability.prototype import parse_prototype
+from creative_memory.engine.portability.prototype import parse_prototype, prototype_events_to_add
 from creative_memory.engine.retrieval import parse_context, retrieve
 from creative_memory.engine.scope import (
     POLARITY_OPTIONS,
@@ -71,7 +78,9 @@ class MemoryStore:
 
     ``clock`` (epoch-ms callable) is where "now" comes from when a call does not pass a time
     explicitly; it defaults to the wall clock. ``cache_capacity`` bounds the derivation cache
-    per user (entries, LRU).
+    per user (entries, LRU). ``redaction`` is applied to every event appended, whatever its
+    path (docs/capture.md, "Redaction"): ``True`` the default policy, a ``RedactionPolicy``
+    of your own, or ``False`` to store free text as given (explicitly off).
     """
 
     def __init__(
@@ -81,6 +90,7 @@ class MemoryStore:
         derivation_version: str | None = None,
         clock: Clock | None = None,
         cache_capacity: int = DEFAULT_CACHE_CAPACITY,
+        redaction: RedactionPolicy | bool = True,
     ) -> None:
         self.derivation_version = check_version(
             DERIVATION_VERSION if derivation_version is None else derivation_version
@@ -95,6 +105,7 @@ class MemoryStore:
         else:
             self._storage = FileStorage(root, cache_capacity=cache_capacity)
         self._clock: Clock = clock or wall_clock_ms
+        self._door = LogDoor(redaction)
         self._states = DerivedStates(self._storage, self.derivation_version)
 
     def flush(self) -> None:
@@ -149,7 +160,16 @@ class MemoryStore:
     def _append(
         self, user_id: str, events: Sequence[Event], *, records: bool = True
     ) -> list[Preference | Refinement | None]:
-        return self._states.append(user_id, events, records=records)
+        return self._states.append(user_id, self._door.admit(events), records=records)
+
+    def add_erasure_listener(self, listener: ErasureListener) -> None:
+        """Purge ``listener`` (a capture layer holding pending events) before every forget
+        and reset, whichever surface asks (docs/architecture.md, "Erasure"). Held weakly."""
+        self._door.add_listener(listener)
+
+    def remove_erasure_listener(self, listener: ErasureListener) -> None:
+        """Stop purging ``listener``."""
+        self._door.remove_listener(listener)
 
     def _locked(self, user_id: str) -> contextlib.AbstractContextManager[None]:
         return self._states.locked(user_id)
@@ -302,10 +322,10 @@ class MemoryStore:
         self._reset(user_id, scope)
 
     def _reset(self, user_id: str, scope: str) -> int:
-        """:meth:`reset_memory`, returning how many events were erased (the app layer's
-        service reports it)."""
+        """:meth:`reset_memory`, returning how many events were erased (the service's count)."""
         validate_user_id(user_id)
         project = parse_scope(scope)
+        self._door.purge(Erasure(user_id, bucket=project, everything=scope == "all"))
         erased = 0
         if scope == "all":
             erased = self._rewrite(user_id, lambda ev: None)
@@ -377,6 +397,7 @@ class MemoryStore:
     ) -> int:
         """Erase every raw event about (``preference_type``, ``pattern``) in the bucket."""
         validate_feature(user_id, preference_type, pattern, project_id)
+        self._door.purge(Erasure(user_id, project_id, preference_type, pattern))
         if not self._storage.user_exists(user_id):
             return 0
         return self._erase(
@@ -411,21 +432,10 @@ class MemoryStore:
         except OSError as exc:
             raise ValidationError("path", f"cannot read {path}: {exc.strerror}") from exc
         parsed = parse_prototype(data, self._recorded_at())
-        existing = self.events(user_id)
-        have_records = {
-            (e.bucket, msgspec.json.encode(e.record))
-            for e in existing
-            if isinstance(e, LegacyRecordEvent)
-        }
-        have_refs = {e.ref_id for e in existing if isinstance(e, RefinementEvent) and e.ref_id}
-        new_records = [
-            e
-            for e in parsed.records
-            if (e.bucket, msgspec.json.encode(e.record)) not in have_records
-        ]
-        new_refs = [e for e in parsed.refinements if e.ref_id not in have_refs]
-        if new_records or new_refs:
-            self._append(user_id, [*new_records, *new_refs], records=False)
+        admitted = self._door.admit([*parsed.records, *parsed.refinements], "file")
+        fresh = prototype_events_to_add(admitted, self.events(user_id))
+        if fresh:
+            self._append(user_id, fresh, records=False)
         settings = self._settings(user_id)
         if settings.memory_enabled != parsed.memory_enabled or not self._storage.user_exists(
             user_id
@@ -434,7 +444,7 @@ class MemoryStore:
                 user_id,
                 lambda s: msgspec.structs.replace(s, memory_enabled=parsed.memory_enabled),
             )
-        return len(new_records)
+        return sum(isinstance(e, LegacyRecordEvent) for e in fresh)
 
     def pause(self, user_id: str, until: str | datetime | None = None) -> None:
         """Pause learning until ``until`` (which must be in the future) or until resumed."""
@@ -556,8 +566,6 @@ class MemoryStore:
         and keeps local settings; ``replace`` makes the user's log and settings exactly the
         archive's. Everything is validated before anything is written. Returns events added."""
         validate_user_id(user_id)
-        if mode not in ("merge", "replace"):
-            raise ValidationError("mode", f'mode must be "merge" or "replace", got {mode!r}')
         try:
             data = Path(path).read_bytes()
         except OSError as exc:
@@ -573,14 +581,15 @@ class MemoryStore:
         archive = decode_archive(data)
         for i, ev in enumerate(archive.events):
             validate_stored_event(ev, f"events[{i}]")
+        incoming = self._door.admit(archive.events, "events")  # redacted like every append
         local = self.events(user_id)
         if mode == "replace" or not local:
             had_settings = self._storage.read_settings(user_id) is not None
-            self._replace_log(user_id, archive.events)
+            self._replace_log(user_id, incoming)
             if mode == "replace" or not had_settings:
                 self._storage.write_settings(user_id, archive.settings)
-            return len(archive.events)
-        fresh = events_to_merge(local, archive.events)
+            return len(incoming)
+        fresh = events_to_merge(local, incoming)
         if fresh:
             self._append(user_id, fresh, records=False)
         return len(fresh)

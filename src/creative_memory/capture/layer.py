@@ -37,6 +37,11 @@ expires (checked on every call; call :meth:`CaptureLayer.tick` periodically) and
 :meth:`CaptureLayer.close` — nothing is silently lost. A flushed event whose delivery fails
 with a storage error stays pending and is retried on the next call.
 
+Before any rule, an event must meet the wire format's limits (``capture/wire.py``,
+docs/capture.md, "Limits"). A store that accepts erasure listeners (``MemoryStore``) gets
+the layer registered as one: every forget and reset, through any surface, first purges the
+pending edit-saves and generations it erases (:meth:`CaptureLayer.purge`).
+
 Every call returns a :class:`CaptureReport` counting accepted / coalesced / rejected events
 with reasons (the shape of the daemon's ``POST /api/v1/events`` answer). Reasons are redacted
 too: an error message can echo user text.
@@ -45,7 +50,6 @@ too: an error message can echo user text.
 from __future__ import annotations
 
 import threading
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -54,12 +58,14 @@ from typing import Any, Literal
 from creative_memory.capture import adapter
 from creative_memory.capture.adapter import Handler, SignalSink
 from creative_memory.capture.redaction import RedactionPolicy
+from creative_memory.capture.report import CaptureReport, CaptureResult, Status, describe
+from creative_memory.capture.wire import check_wire_event, purge_event
+from creative_memory.engine.erasure import Erasure
 from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.events import validate_project_id
 from creative_memory.engine.timeutil import instant_to_ms, try_parse_ts
 
 AbandonMode = Literal["active_tab", "any_pending"]
-Status = Literal["accepted", "coalesced", "rejected", "flushed", "failed", "inferred"]
 Instant = int | str | datetime
 
 CAPTURE_ONLY_KINDS = ("generation_started", "tab_activated")
@@ -86,86 +92,6 @@ class CaptureConfig:
             raise ValueError(
                 f"abandon_mode must be 'active_tab' or 'any_pending', got {self.abandon_mode!r}"
             )
-
-
-@dataclass(frozen=True)
-class CaptureResult:
-    """What happened to one event. ``index`` is its position in the submitted batch
-    (``None`` for flushed or inferred events)."""
-
-    event: str
-    status: Status
-    reason: str | None = None
-    artifact_id: str | None = None
-    index: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "event": self.event,
-            "status": self.status,
-            "reason": self.reason,
-            "artifact_id": self.artifact_id,
-            "index": self.index,
-        }
-
-
-@dataclass
-class CaptureReport:
-    """What one capture call did: a result per event, and the redactions applied."""
-    results: list[CaptureResult] = field(default_factory=list)
-    redactions: Counter[str] = field(default_factory=Counter)
-
-    def _count(self, *statuses: str) -> int:
-        return sum(r.status in statuses for r in self.results)
-
-    @property
-    def accepted(self) -> int:
-        """Submitted events taken (delivered now, or opening a coalescing window)."""
-        return self._count("accepted")
-
-    @property
-    def coalesced(self) -> int:
-        """Submitted events merged into a pending one (edit-saves, repeated thumbs)."""
-        return self._count("coalesced")
-
-    @property
-    def rejected(self) -> int:
-        """Submitted events refused by a capture rule or by validation."""
-        return self._count("rejected")
-
-    @property
-    def flushed(self) -> int:
-        """Pending coalesced events delivered during this call."""
-        return self._count("flushed")
-
-    @property
-    def failed(self) -> int:
-        """Pending coalesced events that the store refused when delivered."""
-        return self._count("failed")
-
-    @property
-    def inferred(self) -> int:
-        """Abandonments inferred from a new generation start."""
-        return self._count("inferred")
-
-    def extend(self, other: CaptureReport) -> None:
-        """Add another report's results and redaction counts to this one."""
-        self.results.extend(other.results)
-        self.redactions.update(other.redactions)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form, with the counts."""
-        return {
-            "accepted": self.accepted,
-            "coalesced": self.coalesced,
-            "rejected": self.rejected,
-            "flushed": self.flushed,
-            "failed": self.failed,
-            "inferred": self.inferred,
-            "redactions": dict(sorted(self.redactions.items())),
-            "results": [r.to_dict() for r in self.results],
-        }
 
 
 @dataclass
@@ -214,6 +140,9 @@ class CaptureLayer:
         self._order = 0
         self._closed = False
         self._lock = threading.RLock()
+        register = getattr(store, "add_erasure_listener", None)
+        if register is not None:  # erasure reaches what is pending here (docs/capture.md)
+            register(self)
 
     # -- public --------------------------------------------------------------------------
     def submit(self, event: Mapping[str, Any], now: Instant) -> CaptureReport:
@@ -243,7 +172,36 @@ class CaptureLayer:
             for key in self._windows_in_order(None):
                 self._flush(key, report)
             self._closed = True
+            unregister = getattr(self.store, "remove_erasure_listener", None)
+            if unregister is not None:
+                unregister(self)
             return report
+
+    def purge(self, erasure: Erasure) -> int:
+        """Remove what ``erasure`` erases from the pending edit-saves and generations (the
+        store calls it before it rewrites the log); how many pending items changed."""
+        changed = 0
+        with self._lock:
+            for key, window in list(self._edits.items()):
+                purged = [purge_event(ev, erasure) for ev in window.events]
+                changed += sum(n is not e for n, e in zip(purged, window.events, strict=True))
+                kept = [n for n in purged if n is not None]
+                if kept:
+                    window.events = kept
+                else:
+                    del self._edits[key]
+            for session in self._sessions.values():
+                for art, gen in list(session.pending.items()):
+                    new = purge_event(gen.event, erasure)
+                    if new is None:
+                        del session.pending[art]
+                    elif new is not gen.event:
+                        session.pending[art] = _Generation(new)
+                    changed += new is not gen.event
+            if erasure.everything:
+                for k in [k for k in self._thumbs if k[0] == erasure.user_id]:
+                    del self._thumbs[k]
+        return changed
 
     def __enter__(self) -> CaptureLayer:
         return self
@@ -270,6 +228,10 @@ class CaptureLayer:
         try:
             if not isinstance(raw, Mapping):
                 raise _Rejected("event must be an object")
+            try:
+                check_wire_event(raw, self.store.now_ms())
+            except ValidationError as exc:
+                raise _Rejected(str(exc)) from exc
             if kind == "generation_started":
                 self._generation_started(raw, index, now_ms, report)
             elif kind == "tab_activated":
@@ -557,20 +519,6 @@ def _merge_edits(events: list[dict[str, Any]]) -> dict[str, Any]:
     elif diffs:
         last["diff"] = diffs[0]
     return last
-
-
-def describe(report: CaptureReport) -> str:
-    """One line for logs: ``accepted 3, coalesced 2, rejected 1 (...)``."""
-    parts = [
-        f"accepted {report.accepted}",
-        f"coalesced {report.coalesced}",
-        f"rejected {report.rejected}",
-    ]
-    if report.flushed or report.failed:
-        parts.append(f"flushed {report.flushed}, failed {report.failed}")
-    if report.inferred:
-        parts.append(f"inferred {report.inferred}")
-    return ", ".join(parts)
 
 
 __all__ = [

@@ -17,6 +17,12 @@ nine fixed phrases, so it is kept verbatim (redacting it would break the tag loo
 other tag text is redacted like any free text (it is rejected by the adapter anyway, and
 its error message must not echo personal data).
 
+The store applies the same policy once more to every event it appends
+(:meth:`RedactionPolicy.redact_stored`: adapter and direct library calls, archive import,
+prototype migration): the one door into the log. Redaction is idempotent (a placeholder is
+never matched again), so what the capture layer already redacted passes unchanged and is
+counted once.
+
 Pure: no I/O, no clock.
 """
 
@@ -29,8 +35,19 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import msgspec
+
 from creative_memory.capture.adapter import normalise_tag
 from creative_memory.engine.constants import TAG_POLARITY
+from creative_memory.engine.events import (
+    ComparisonEvent,
+    ComparisonSide,
+    Event,
+    Feature,
+    LegacyRecordEvent,
+    RefinementEvent,
+    SignalEvent,
+)
 
 Replacement = str | Callable[[re.Match[str]], str]
 
@@ -256,6 +273,54 @@ class RedactionPolicy:
             else:
                 out[key] = value
         return out
+
+    # -- stored events -------------------------------------------------------------------
+    def redact_stored(self, ev: Event, counts: Counter[str] | None = None) -> Event:
+        """``ev`` with its free text redacted (``ev`` itself when nothing changes): a
+        signal's tag text, a refinement's diff (``{}`` when diffs are not stored), a legacy
+        record's tags, a comparison's dimensions; patterns and types too with
+        ``redact_patterns``."""
+        if isinstance(ev, SignalEvent):
+            changes: dict[str, Any] = {"tag_text": self.redact_tag(ev.tag_text, counts)}
+            if self.redact_patterns:
+                changes["pattern"] = self.redact_text(ev.pattern, counts)
+                changes["preference_type"] = self.redact_text(ev.preference_type, counts)
+        elif isinstance(ev, RefinementEvent):
+            diff = self.redact_value(ev.diff, counts) if self.store_diffs else {}
+            changes = {"diff": diff}
+        elif isinstance(ev, LegacyRecordEvent):
+            record = dict(ev.record)
+            tags = record.get("explicit_tags")
+            if isinstance(tags, list):
+                record["explicit_tags"] = [self.redact_tag(t, counts) for t in tags]
+            if self.redact_patterns:
+                for name in _FEATURE_FIELDS:
+                    if isinstance(record.get(name), str):
+                        record[name] = self.redact_text(record[name], counts)
+            changes = {"record": record}
+        elif isinstance(ev, ComparisonEvent):
+            dims = ev.dimensions
+            changes = {
+                "dimensions": None if dims is None else [self.redact_text(d, counts) for d in dims],
+                "chose": self._stored_side(ev.chose, counts),
+                "over": self._stored_side(ev.over, counts),
+            }
+        else:
+            return ev
+        if all(getattr(ev, k) == v for k, v in changes.items()):
+            return ev
+        return msgspec.structs.replace(ev, **changes)
+
+    def _stored_side(self, side: ComparisonSide, counts: Counter[str] | None) -> ComparisonSide:
+        if not self.redact_patterns:
+            return side
+        feats = [
+            Feature(
+                self.redact_text(f.preference_type, counts), self.redact_text(f.pattern, counts)
+            )
+            for f in side.features
+        ]
+        return side if feats == side.features else msgspec.structs.replace(side, features=feats)
 
     def _meta(self, meta: Any, counts: Counter[str] | None) -> Any:
         if not isinstance(meta, Mapping):

@@ -8,8 +8,9 @@ of each project bucket becomes a content-free ``project_anchor`` instead of vani
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import msgspec
 
@@ -25,6 +26,35 @@ from creative_memory.engine.events import (
 )
 
 Keep = Callable[[Event], Event | None]
+
+
+@dataclass(frozen=True)
+class Erasure:
+    """What one erasure removes, described for the places outside the log that may hold
+    it (the capture layer's pending windows and generations; docs/architecture.md,
+    "Erasure"): every trace of (``preference_type``, ``pattern``) in ``bucket`` (a
+    forget), or everything in ``bucket`` (a reset of one bucket; ``None`` = global), or
+    everything of the user (``everything``, a full reset)."""
+
+    user_id: str
+    bucket: str | None = None
+    preference_type: str | None = None
+    pattern: str | None = None
+    everything: bool = False
+
+    @property
+    def is_forget(self) -> bool:
+        """Whether this erases one pattern (else a whole bucket or everything)."""
+        return self.pattern is not None
+
+
+class ErasureListener(Protocol):
+    """Something that holds events on their way to the log (a capture layer): the store
+    calls :meth:`purge` before it rewrites the log, so nothing erased comes back."""
+
+    def purge(self, erasure: Erasure) -> int:
+        """Drop what ``erasure`` removes from what is pending; how many items changed."""
+        ...
 
 
 def anchored(keep: Keep) -> Keep:
@@ -50,9 +80,31 @@ def anchored(keep: Keep) -> Keep:
 
 
 def in_bucket(ev: Event, bucket: str | None) -> bool:
-    """Whether ``ev`` belongs to the record bucket ``bucket`` (``None`` = global)."""
+    """Whether ``ev`` belongs to the record bucket ``bucket`` (``None`` = global): evidence
+    for it (signals, comparisons, legacy records) or a refinement-log entry of its project
+    (a reset of the bucket erases both)."""
+    if isinstance(ev, RefinementEvent):
+        return (ev.project_id or None) == bucket
     has, b = bucket_of(ev)
     return has and b == bucket
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string inside a JSON-like value (mapping keys included)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(k)
+            yield from _strings(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _strings(v)
+
+
+def diff_mentions(diff: Any, pattern: str) -> bool:
+    """Whether any string inside a free JSON ``diff`` contains ``pattern``."""
+    return any(pattern in s for s in _strings(diff))
 
 
 def forget_filter(
@@ -87,5 +139,5 @@ def forget_filter(
         return msgspec.structs.replace(ev, chose=chose, over=over)
     if isinstance(ev, RefinementEvent):
         # Free-text diffs can name the pattern; erasure must be real, so drop such entries.
-        return None if pattern.encode() in msgspec.json.encode(ev.diff) else ev
+        return None if diff_mentions(ev.diff, pattern) else ev
     return ev

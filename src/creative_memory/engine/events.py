@@ -19,6 +19,7 @@ from creative_memory.engine.ids import show as _show
 from creative_memory.engine.ids import validate_project_id as validate_project_id
 from creative_memory.engine.ids import validate_user_id as validate_user_id
 from creative_memory.engine.legacy import validate_record
+from creative_memory.engine.text import MAX_TEXT_LENGTH, check_tag, check_text
 from creative_memory.engine.timeutil import format_ts, parse_ts
 
 #: Version of the on-disk event format (the ``v`` field of every event).
@@ -214,12 +215,10 @@ def build_signal_event(signal: Mapping[str, Any], now_ms: int, recorded_at: str)
         raise ValidationError(
             "polarity", f'Invalid polarity: {_show(polarity)}. Use "positive" or "negative".'
         )
-    pattern = signal.get("pattern")
-    if not isinstance(pattern, str) or not pattern:
-        raise ValidationError("pattern", "pattern must be a non-empty string")
-    ptype = signal.get("preference_type")
-    if not isinstance(ptype, str) or not ptype:
-        raise ValidationError("preference_type", "preference_type must be a non-empty string")
+    pattern = check_text("pattern", signal.get("pattern"), max_length=MAX_TEXT_LENGTH)
+    ptype = check_text(
+        "preference_type", signal.get("preference_type"), max_length=MAX_TEXT_LENGTH
+    )
     signal_type = signal.get("signal_type")
     if not isinstance(signal_type, str) or signal_type not in SIGNAL_WEIGHTS:
         raise ValidationError(
@@ -240,6 +239,8 @@ def build_signal_event(signal: Mapping[str, Any], now_ms: int, recorded_at: str)
     ts = signal.get("timestamp")
     at = format_ts(now_ms) if ts is None or ts == "" else format_ts(parse_ts(ts, "timestamp"))
     tag_text = _optional_str(signal, "tag_text")
+    if tag_text:
+        check_tag("tag_text", tag_text, max_length=MAX_TEXT_LENGTH)
     return SignalEvent(
         at=at,
         recorded_at=recorded_at,
@@ -261,6 +262,8 @@ def _optional_str(mapping: Mapping[str, Any], key: str) -> str | None:
         return None
     if not isinstance(value, str):
         raise ValidationError(key, f"{key} must be a string or null, got {type(value).__name__}")
+    if value and key != "tag_text":
+        check_text(key, value, max_length=MAX_TEXT_LENGTH)
     return value
 
 
@@ -294,6 +297,49 @@ def validate_stored_event(ev: Event, where: str = "event") -> None:
         if ev.bucket is not None:
             validate_project_id(ev.bucket)
         validate_record(ev.record, f"{where}.record", ev.bucket)
+    check_event_text(ev, where)
+
+
+def _text(field: str, value: str | None, tag: bool = False) -> None:
+    if value:
+        if tag:
+            check_tag(field, value, max_length=MAX_TEXT_LENGTH)
+        else:
+            check_text(field, value, max_length=MAX_TEXT_LENGTH)
+
+
+def check_event_text(ev: Event, where: str = "event") -> None:
+    """Every stored string of ``ev`` that is printed later (patterns, preference types,
+    tags, artifact/session/project ids, dimensions) is one plain line (docs/engine.md,
+    "Stored strings"); raises :class:`ValidationError` naming the field."""
+    if isinstance(ev, SignalEvent):
+        _text(f"{where}.pattern", ev.pattern)
+        _text(f"{where}.preference_type", ev.preference_type)
+        _text(f"{where}.tag_text", ev.tag_text, tag=True)
+        _text(f"{where}.artifact_id", ev.artifact_id)
+        _text(f"{where}.session_id", ev.session_id)
+        _text(f"{where}.project_id", ev.project_id)
+    elif isinstance(ev, ComparisonEvent):
+        for side_name, side in (("chose", ev.chose), ("over", ev.over)):
+            _text(f"{where}.{side_name}.artifact_id", side.artifact_id)
+            for i, f in enumerate(side.features):
+                _text(f"{where}.{side_name}.features[{i}].pattern", f.pattern)
+                _text(f"{where}.{side_name}.features[{i}].preference_type", f.preference_type)
+        for i, d in enumerate(ev.dimensions or ()):
+            _text(f"{where}.dimensions[{i}]", d)
+        _text(f"{where}.project_id", ev.project_id)
+        _text(f"{where}.session_id", ev.session_id)
+    elif isinstance(ev, RefinementEvent):
+        _text(f"{where}.artifact_id", ev.artifact_id)
+        _text(f"{where}.project_id", ev.project_id)
+    elif isinstance(ev, LegacyRecordEvent):
+        for name in ("pattern", "preference_type", "id"):
+            value = ev.record.get(name)
+            _text(f"{where}.record.{name}", value if isinstance(value, str) else None)
+        for i, tag in enumerate(ev.record.get("explicit_tags") or ()):
+            _text(f"{where}.record.explicit_tags[{i}]", tag if isinstance(tag, str) else None, True)
+    elif isinstance(ev, ProjectAnchorEvent):
+        _text(f"{where}.project_id", ev.project_id)
 
 
 def build_refinement_event(refinement: Mapping[str, Any], recorded_at: str) -> RefinementEvent:
@@ -304,6 +350,8 @@ def build_refinement_event(refinement: Mapping[str, Any], recorded_at: str) -> R
     for name, value in (("artifact_id", artifact_id), ("project_id", project_id)):
         if value is not None and not isinstance(value, str):
             raise ValidationError(name, f"{name} must be a string or null")
+        if value:
+            check_text(name, value, max_length=MAX_TEXT_LENGTH)
     diff = refinement.get("diff")
     if diff is None:
         diff = {}

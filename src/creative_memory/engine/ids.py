@@ -1,8 +1,9 @@
 """Safe identifiers: the one rule for user ids and project ids (docs/engine.md, "Identifiers").
 
 A user id names a directory and a project id names a bucket of records, so both are
-restricted to ``[A-Za-z0-9_-]+``; a project id may also not be one of the names that would
-corrupt a JavaScript object used as a map (``__proto__``, ``constructor``, ``prototype``).
+restricted to ``[A-Za-z0-9_-]+`` and to :data:`MAX_ID_LENGTH` characters (a file name must
+fit the file system); a project id may also not be one of the names that would corrupt a
+JavaScript object used as a map (``__proto__``, ``constructor``, ``prototype``).
 Every surface checks ids through this module (the JSON schemas use :data:`SAFE_ID_PATTERN`
 and :data:`RESERVED_IDS`).
 """
@@ -13,6 +14,7 @@ import re
 from typing import Final, TypeGuard
 
 from creative_memory.engine.errors import ValidationError
+from creative_memory.engine.text import preview
 
 #: The characters a safe id may hold, as a regular-expression character class body.
 SAFE_ID_CHARS: Final = "A-Za-z0-9_-"
@@ -20,16 +22,24 @@ SAFE_ID_CHARS: Final = "A-Za-z0-9_-"
 SAFE_ID_PATTERN: Final = f"^[{SAFE_ID_CHARS}]+$"
 #: Project ids that are refused even though their characters are safe.
 RESERVED_IDS: Final = ("__proto__", "constructor", "prototype")
+#: The longest user or project id (a user id names a directory and files in it).
+MAX_ID_LENGTH: Final = 128
 
 _SAFE_ID: Final = re.compile(f"[{SAFE_ID_CHARS}]+")
 _UNSAFE_CHAR: Final = re.compile(f"[^{SAFE_ID_CHARS}]")
 
 
 def show(value: object) -> str:
-    """``value`` as error messages quote it: a string in double quotes, else its repr."""
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return repr(value)
+    """``value`` as error messages quote it: a string in double quotes (a short, escaped
+    prefix of a long one), else its repr (:func:`~creative_memory.engine.text.preview`)."""
+    return preview(value)
+
+
+def _check_length(field: str, value: str) -> None:
+    if len(value) > MAX_ID_LENGTH:
+        raise ValidationError(
+            field, f"{field} {show(value)} is too long: at most {MAX_ID_LENGTH} characters"
+        )
 
 
 def is_safe_id(value: object) -> TypeGuard[str]:
@@ -50,6 +60,7 @@ def validate_user_id(user_id: object) -> str:
             f"user_id {show(user_id)} is not a safe basename. "
             "Only alphanumeric characters, hyphens, and underscores are allowed.",
         )
+    _check_length("user_id", user_id)
     return user_id
 
 
@@ -67,6 +78,7 @@ def validate_project_id(project_id: object) -> str:
             f"project_id {show(project_id)} is not a safe key. "
             "Only alphanumeric characters, hyphens, and underscores are allowed.",
         )
+    _check_length("project_id", project_id)
     return project_id
 
 

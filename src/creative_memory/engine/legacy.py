@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from creative_memory.engine.errors import ValidationError
+from creative_memory.engine.text import MAX_TEXT_LENGTH, check_tag, check_text
 
 _STR: Final = (str,)
 #: Every field of a prototype record and the JSON types it may have.
@@ -65,12 +66,16 @@ def validate_record(raw: object, where: str, bucket: str | None) -> dict[str, An
     for name in ("id", "preference_type", "pattern"):
         if not out[name]:
             raise field_error(f"{where}.{name}", "must be a non-empty string")
+        check_text(f"{where}.{name}", out[name], max_length=MAX_TEXT_LENGTH)
     s = out["signal_strength"]
     if not 0 <= s <= 1:
         raise field_error(f"{where}.signal_strength", "must be within [0, 1]")
     for name in ("sources", "explicit_tags"):
         if not all(isinstance(x, str) for x in out[name]):
             raise field_error(f"{where}.{name}", "must be a list of strings")
+    for i, tag in enumerate(out["explicit_tags"]):
+        if tag:
+            check_tag(f"{where}.explicit_tags[{i}]", tag, max_length=MAX_TEXT_LENGTH)
     for name in ("accept_count", "reject_count", "reversal_signals"):
         if out[name] < 0:
             raise field_error(f"{where}.{name}", "must be >= 0")

@@ -1,4 +1,9 @@
-"""Prompt builders (docs/engine.md, "Prompt blocks"). Pure string formatting."""
+"""Prompt builders (docs/engine.md, "Prompt blocks"). Pure string formatting.
+
+Every stored string a block prints (patterns, the project id) goes through
+:func:`~creative_memory.engine.text.escape_line` first, so none can start a new line, a
+heading or a terminal escape; for strings that pass validation that is the identity, and
+the blocks are byte-exact (docs/engine.md, "Stored strings")."""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from typing import Any, Final
 from creative_memory.engine.constants import CHARS_PER_TOKEN
 from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.models import Preference, RetrievalResult
+from creative_memory.engine.text import escape_line
 from creative_memory.engine.timeutil import u16len
 
 _SEP = " \u00b7 "
@@ -20,10 +26,11 @@ def build_prompt_block(retrieved: RetrievalResult, project_id: str | None = None
     if not retrieved.positives and not retrieved.negatives:
         return ""
     lines = ["[MEMORY CONTEXT]"]
-    hp = [r.pattern for r in retrieved.positives if r.confidence == "high"]
-    mp = [r.pattern for r in retrieved.positives if r.confidence == "medium"]
-    hn = [r.pattern for r in retrieved.negatives if r.confidence == "high"]
-    mn = [r.pattern for r in retrieved.negatives if r.confidence == "medium"]
+    esc = escape_line
+    hp = [esc(r.pattern) for r in retrieved.positives if r.confidence == "high"]
+    mp = [esc(r.pattern) for r in retrieved.positives if r.confidence == "medium"]
+    hn = [esc(r.pattern) for r in retrieved.negatives if r.confidence == "high"]
+    mn = [esc(r.pattern) for r in retrieved.negatives if r.confidence == "medium"]
     if hp:
         lines.append("Prefer (high):    " + _SEP.join(hp))
     if mp:
@@ -33,8 +40,8 @@ def build_prompt_block(retrieved: RetrievalResult, project_id: str | None = None
     if mn:
         lines.append("Avoid (medium):   " + _SEP.join(mn))
     if retrieved.project_overrides and project_id:
-        names = ", ".join(r.pattern for r in retrieved.project_overrides)
-        lines.append(f"Project override: {names} active ({project_id})")
+        names = ", ".join(esc(r.pattern) for r in retrieved.project_overrides)
+        lines.append(f"Project override: {names} active ({esc(project_id)})")
     return "\n".join(lines)
 
 
@@ -137,7 +144,9 @@ def _render(
         own = _is_projects(rec, project_id)
         if own is None:
             continue
-        groups.setdefault((own, rec.polarity, rec.confidence), []).append(rec.pattern)
+        groups.setdefault((own, rec.polarity, rec.confidence), []).append(
+            escape_line(rec.pattern)
+        )
     lines = [
         label + _SEP.join(groups[(own, pol, conf)])
         for own, pol, conf, label in spec

@@ -7,16 +7,24 @@ from typing import Final
 
 from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.events import validate_project_id, validate_user_id
+from creative_memory.engine.text import MAX_TEXT_LENGTH, preview
 
 
 def validate_feature(
     user_id: str, preference_type: object, pattern: object, project_id: object
 ) -> None:
-    """Checks shared by the calls that name one pattern (forget, explain)."""
+    """Checks shared by the calls that name one pattern (forget, explain): non-empty
+    strings of at most ``MAX_TEXT_LENGTH`` characters. They write nothing, so they accept
+    a pattern that breaks the stored-string rule: one stored before the rule existed can
+    still be explained and erased (docs/engine.md, "Stored strings")."""
     validate_user_id(user_id)
     for name, value in (("preference_type", preference_type), ("pattern", pattern)):
         if not isinstance(value, str) or not value:
             raise ValidationError(name, f"{name} must be a non-empty string")
+        if len(value) > MAX_TEXT_LENGTH:
+            raise ValidationError(
+                name, f"{name} {preview(value)} is too long: at most {MAX_TEXT_LENGTH} characters"
+            )
     if project_id is not None:
         validate_project_id(project_id)
 
@@ -38,7 +46,7 @@ def parse_scope(scope: object) -> str | None:
     if scope.startswith("project:") and scope.count(":") == 1:
         return validate_project_id(scope.removeprefix("project:"))
     raise ValidationError(
-        "scope", f"unknown scope {scope!r}: expected 'all', 'global' or 'project:<id>'"
+        "scope", f"unknown scope {preview(scope)}: expected 'all', 'global' or 'project:<id>'"
     )
 
 
@@ -46,5 +54,5 @@ def check_option(field: str, value: object, allowed: tuple[str, ...]) -> None:
     """A ``ValidationError`` naming ``field`` unless ``value`` is one of ``allowed``."""
     if not isinstance(value, str) or value not in allowed:
         raise ValidationError(
-            field, f"unknown {field} {value!r}: expected one of {', '.join(allowed)}"
+            field, f"unknown {field} {preview(value)}: expected one of {', '.join(allowed)}"
         )

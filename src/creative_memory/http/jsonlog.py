@@ -57,6 +57,16 @@ def configure_logging(level: str = "info", stream: Any = None) -> None:
     )
 
 
+def route_template(scope: Mapping[str, Any]) -> str:
+    """What a log line says about a request's path: the template of the route that matched
+    (``/api/v1/preferences/{rest:path}``), never the path itself — a path can carry a
+    pattern name, which must not outlive its erasure in a log (docs/daemon.md,
+    "Operations"). ``(no route)`` when nothing matched."""
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    return path if isinstance(path, str) else "(no route)"
+
+
 def log_event(level: int, event: str, *, exc: BaseException | None = None, **fields: Any) -> None:
     """Log one line named ``event`` with ``fields`` (and ``exc``'s traceback when given)."""
     exc_info = (type(exc), exc, exc.__traceback__) if exc is not None else None

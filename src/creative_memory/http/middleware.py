@@ -11,7 +11,7 @@ from collections.abc import Collection
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from creative_memory.http.jsonlog import log_event
+from creative_memory.http.jsonlog import log_event, route_template
 from creative_memory.http.problems import Problem, internal_error, invalid, too_large
 
 _SECURITY_HEADERS = (
@@ -54,12 +54,13 @@ class ErrorBoundary:
             await self.app(scope, receive, tracking_send)
         except Exception as exc:
             if not started:
-                problem = internal_error(scope.get("path", ""), exc)
+                problem = internal_error(route_template(scope), exc)
                 await problem.response()(scope, receive, send)
 
 
 class RequestLog:
-    """One ``http_request`` log line per request: method, path, status, duration, user."""
+    """One ``http_request`` log line per request: method, route template (never the raw
+    path: it may name a pattern), status, duration, user."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -81,7 +82,7 @@ class RequestLog:
         try:
             await self.app(scope, receive, logging_send)
         finally:
-            path = scope.get("path", "")
+            path = route_template(scope)
             log_event(
                 logging.DEBUG if path == "/healthz" else logging.INFO,
                 "http_request",

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from creative_memory.app.service import Conflict, NotFound, StorageError, ValidationError
-from creative_memory.http.jsonlog import log_event
+from creative_memory.http.jsonlog import log_event, route_template
 
 PROBLEM: Final = "application/problem+json"
 _TYPE: Final = "urn:creative-memory:problem:"
@@ -121,11 +121,12 @@ def unavailable(detail: str) -> Problem:
     return Problem(503, "Shutting down", detail, slug="unavailable")
 
 
-def internal_error(request_path: str, exc: BaseException) -> Problem:
-    """500 with a fresh correlation id, logged here together with the traceback."""
+def internal_error(route: str, exc: BaseException) -> Problem:
+    """500 with a fresh correlation id, logged here together with the traceback and the
+    ``route`` template."""
     cid = secrets.token_hex(8)
     event = "storage_error" if isinstance(exc, StorageError) else "unhandled_error"
-    log_event(logging.ERROR, event, exc=exc, path=request_path, correlation_id=cid)
+    log_event(logging.ERROR, event, exc=exc, path=route, correlation_id=cid)
     return Problem(
         500,
         "Internal error",
@@ -136,8 +137,11 @@ def internal_error(request_path: str, exc: BaseException) -> Problem:
     )
 
 
-def problem_for(exc: BaseException, method: str, path: str) -> Problem:
-    """The one exception → problem mapping (never a 4xx for a bare ``ValueError``)."""
+def problem_for(
+    exc: BaseException, method: str, path: str, template: str | None = None
+) -> Problem:
+    """The one exception → problem mapping (never a 4xx for a bare ``ValueError``). A 500 is
+    logged under the route ``template`` (never the raw ``path``: it may name a pattern)."""
     if isinstance(exc, Problem):
         return exc
     if isinstance(exc, ValidationError):
@@ -148,7 +152,7 @@ def problem_for(exc: BaseException, method: str, path: str) -> Problem:
         return Problem(409, "Conflict", str(exc), slug="conflict", field=exc.field)
     if isinstance(exc, HTTPException):
         return _http_problem(exc, method, path)
-    return internal_error(path, exc)
+    return internal_error(template or "(no route)", exc)
 
 
 def _http_problem(exc: HTTPException, method: str, path: str) -> Problem:
@@ -163,7 +167,8 @@ def _http_problem(exc: HTTPException, method: str, path: str) -> Problem:
 
 async def on_error(request: Request, exc: Exception) -> Response:
     """The Starlette exception handler for every exception type (see :func:`problem_for`)."""
-    return problem_for(exc, request.method, request.url.path).response()
+    problem = problem_for(exc, request.method, request.url.path, route_template(request.scope))
+    return problem.response()
 
 
 #: Exception types the handler is registered for (``Exception`` last: the catch-all).

@@ -6,14 +6,14 @@ the store writes anything; the store makes the import idempotent.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
 
 from creative_memory.engine.constants import SCHEMA_VERSION
 from creative_memory.engine.errors import ValidationError
-from creative_memory.engine.events import LegacyRecordEvent, RefinementEvent
+from creative_memory.engine.events import Event, LegacyRecordEvent, RefinementEvent
 from creative_memory.engine.ids import validate_project_id
 from creative_memory.engine.legacy import field_error as _fail
 from creative_memory.engine.legacy import validate_record
@@ -104,3 +104,22 @@ def parse_prototype(data: bytes, recorded_at: str) -> PrototypeFile:
             )
         )
     return PrototypeFile(memory_enabled=enabled, records=records, refinements=refinements)
+
+
+def prototype_events_to_add(parsed: Sequence[Event], existing: Sequence[Event]) -> list[Event]:
+    """The events of a parsed prototype file not already in ``existing`` (the import is
+    idempotent): legacy records by bucket and content, refinements by their ``ref_id``."""
+    have_records = {
+        (e.bucket, msgspec.json.encode(e.record))
+        for e in existing
+        if isinstance(e, LegacyRecordEvent)
+    }
+    have_refs = {e.ref_id for e in existing if isinstance(e, RefinementEvent) and e.ref_id}
+    records = [
+        e
+        for e in parsed
+        if isinstance(e, LegacyRecordEvent)
+        and (e.bucket, msgspec.json.encode(e.record)) not in have_records
+    ]
+    refs = [e for e in parsed if isinstance(e, RefinementEvent) and e.ref_id not in have_refs]
+    return [*records, *refs]

@@ -1,0 +1,58 @@
+"""A reset of one bucket erases every raw event that belongs to it — signals, comparisons,
+legacy records and the project's refinement-log entries (its edit diffs) — and reports the
+real count (docs/architecture.md, "Erasure")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from creative_memory import MemoryStore, adapter
+from creative_memory.app.service import MemoryService
+from creative_memory.engine.events import ProjectAnchorEvent, RefinementEvent
+from tests.conftest import ManualClock
+
+U = "alice"
+
+
+def event(project: str | None, **over: Any) -> dict[str, Any]:
+    ev: dict[str, Any] = {
+        "user_id": U,
+        "artifact_id": "a1",
+        "session_id": "s1",
+        "project_id": project,
+        "timestamp": "2026-03-01T10:00:00Z",
+        "artifact_meta": {"signals": [{"preference_type": "color", "pattern": "neon_palette"}]},
+    }
+    ev.update(over)
+    return ev
+
+
+def test_a_project_reset_erases_its_refinements_and_counts_them(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "mem", clock=ManualClock("2026-03-01T12:00:00Z"))
+    adapter.on_thumbs_rated(store, event("landing", rating="down"))
+    adapter.on_artifact_edited_and_saved(store, event("landing", diff={"to": "calm ink"}))
+    adapter.on_thumbs_rated(store, event(None, rating="down"))
+    adapter.on_artifact_edited_and_saved(store, event(None, diff={"to": "global edit"}))
+    assert len(store.events(U)) == 6  # 2 project signals, 1 project refinement, 3 global
+
+    result = MemoryService(store).reset(U, "project:landing", confirm=True)
+
+    assert result.events_removed == 3
+    left = store.events(U)
+    assert result.events_remaining == len(left) == 4  # the anchor and the 3 global events
+    assert [e for e in left if isinstance(e, ProjectAnchorEvent)][0].project_id == "landing"
+    refinements = [e for e in left if isinstance(e, RefinementEvent)]
+    assert [r.project_id for r in refinements] == [None]
+    assert "calm ink" not in str([r.diff for r in refinements])
+    assert [r.project_id for r in store.refinement_log(U)] == [None]
+
+
+def test_a_global_reset_keeps_the_projects(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "mem", clock=ManualClock("2026-03-01T12:00:00Z"))
+    adapter.on_artifact_edited_and_saved(store, event("landing", diff={"to": "calm ink"}))
+    adapter.on_artifact_edited_and_saved(store, event(None, diff={"to": "global edit"}))
+    result = MemoryService(store).reset(U, "global", confirm=True)
+    assert result.events_removed == 2  # the global signal and the global refinement
+    assert [r.project_id for r in store.refinement_log(U)] == ["landing"]
+    assert {r.scope for r in store.list_preferences(U)} == {"project:landing"}
