@@ -49,8 +49,10 @@ def wire(kind: str, art: str, *patterns: str, **over: Any) -> dict[str, Any]:
 #: (its diff names it too), and a pending generation that a later start would abandon.
 SEQUENCE = [
     wire("thumbs_rated", "a1", GONE, rating="down"),
-    wire("artifact_edited_and_saved", "a1", GONE, "calm_palette",
-         diff={"note": f"swapped {GONE} for calm"}),  # fmt: skip
+    wire(
+        "artifact_edited_and_saved", "a1", GONE, "calm_palette",
+        diff={"note": f"swapped {GONE} for calm"},
+    ),
     wire("generation_started", "a2", GONE),
 ]
 #: What comes after the forget: the edit window has expired, and a new generation starts.

@@ -41,7 +41,7 @@ def test_a_project_reset_erases_its_refinements_and_counts_them(tmp_path: Path) 
     assert result.events_removed == 3
     left = store.events(U)
     assert result.events_remaining == len(left) == 4  # the anchor and the 3 global events
-    assert [e for e in left if isinstance(e, ProjectAnchorEvent)][0].project_id == "landing"
+    assert next(e for e in left if isinstance(e, ProjectAnchorEvent)).project_id == "landing"
     refinements = [e for e in left if isinstance(e, RefinementEvent)]
     assert [r.project_id for r in refinements] == [None]
     assert "calm ink" not in str([r.diff for r in refinements])

@@ -28,11 +28,12 @@ EXPORTS = {
 }  # fmt: skip
 
 STORE_METHODS = {
-    "add_erasure_listener", "append_comparison", "close", "events", "explain", "export_memory", "flush", "forget",
-    "get_settings", "import_memory", "import_prototype", "ingest_signal", "ingest_signals",
-    "inspect", "is_paused", "list_preferences", "log_refinement", "now_ms", "pause",
-    "refinement_log", "remove_erasure_listener", "reset_memory", "resume", "retrieve_for_injection", "root",
-    "run_decay", "set_diagnostics_feed", "set_memory_enabled", "set_project_disabled",
+    "add_erasure_listener", "append_comparison", "close", "events", "explain",
+    "export_memory", "flush", "forget", "get_settings", "import_memory", "import_prototype",
+    "ingest_signal", "ingest_signals", "inspect", "is_paused", "list_preferences",
+    "log_refinement", "now_ms", "pause", "refinement_log", "remove_erasure_listener",
+    "reset_memory", "resume", "retrieve_for_injection", "root", "run_decay",
+    "set_diagnostics_feed", "set_memory_enabled", "set_project_disabled",
 }  # fmt: skip
 
 

@@ -21,6 +21,7 @@ from creative_memory.engine.events import (
     validate_project_id,
 )
 from creative_memory.engine.models import Preference
+from creative_memory.engine.text import PREVIEW_CHARS, escape_line
 from creative_memory.engine.timeutil import format_ts, parse_ts, try_parse_ts
 
 Event = Mapping[str, Any]
@@ -63,6 +64,14 @@ def normalise_tag(tag_text: str) -> str:
     return tag_text.lower().strip(_JS_WS)
 
 
+def _got(value: object, **kw: Any) -> str:
+    """``value`` as JSON for an error message: at most a short, escaped prefix of it."""
+    text = json.dumps(value, **kw)
+    if len(text) > 2 * PREVIEW_CHARS:
+        text = f"{text[: 2 * PREVIEW_CHARS]}… ({len(text)} characters)"
+    return escape_line(text)
+
+
 def _js_type(value: object) -> str:
     if value is None or isinstance(value, (Mapping, list)):
         return "object"
@@ -85,17 +94,17 @@ def _check_user_and_time(event: Event) -> None:
     user_id = event.get("user_id")
     if not isinstance(user_id, str) or not user_id:
         raise ValidationError(
-            "user_id", f"event.user_id must be a non-empty string. Got: {json.dumps(user_id)}"
+            "user_id", f"event.user_id must be a non-empty string. Got: {_got(user_id)}"
         )
     ts = event.get("timestamp")
     if not isinstance(ts, str) or not ts:
-        shown = "undefined" if ts is None and "timestamp" not in event else json.dumps(ts)
+        shown = "undefined" if ts is None and "timestamp" not in event else _got(ts)
         raise ValidationError(
             "timestamp", f"event.timestamp must be a non-empty string. Got: {shown}"
         )
     if try_parse_ts(ts) is None:
         raise ValidationError(
-            "timestamp", f'event.timestamp "{ts}" is not a valid ISO date string.'
+            "timestamp", f"event.timestamp {_got(ts)} is not a valid ISO date string."
         )
 
 
@@ -132,7 +141,7 @@ def classify(meta: object, field: str = "artifact_meta") -> list[dict[str, str]]
             raise ValidationError(
                 f"{field}.signals[{i}]",
                 f'signals[{i}] is malformed. Each entry must have non-empty string "pattern" '
-                f'and "preference_type". Got: {json.dumps(entry, default=str)}',
+                f'and "preference_type". Got: {_got(entry, default=str)}',
             )
         out.append({"preference_type": entry["preference_type"], "pattern": entry["pattern"]})
     return out
@@ -204,7 +213,7 @@ def on_explicit_tag_applied(
     if polarity is None:
         raise ValidationError(
             "tag_text",
-            f"tag_text: unrecognized tag {json.dumps(tag_text)}. "
+            f"tag_text: unrecognized tag {_got(tag_text)}. "
             f"Known tags: {', '.join(TAG_POLARITY)}.",
         )
     return _dispatch(store, event, "explicit_tag", polarity, tag_text=tag_text, records=records)
@@ -218,7 +227,7 @@ def on_thumbs_rated(
     rating = event.get("rating")
     if rating not in ("up", "down"):
         raise ValidationError(
-            "rating", f'rating must be exactly "up" or "down". Got: {json.dumps(rating)}'
+            "rating", f'rating must be exactly "up" or "down". Got: {_got(rating)}'
         )
     if rating == "up":
         return _dispatch(store, event, "thumbs_up", "positive", records=records)

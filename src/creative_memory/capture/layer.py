@@ -63,6 +63,7 @@ from creative_memory.capture.wire import check_wire_event, purge_event
 from creative_memory.engine.erasure import Erasure
 from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.events import validate_project_id
+from creative_memory.engine.text import PREVIEW_CHARS, preview
 from creative_memory.engine.timeutil import instant_to_ms, try_parse_ts
 
 AbandonMode = Literal["active_tab", "any_pending"]
@@ -242,7 +243,7 @@ class CaptureLayer:
                 report.results.append(CaptureResult(name, status, reason, artifact, index))
             else:
                 known = ", ".join([*self._handlers, *CAPTURE_ONLY_KINDS])
-                raise _Rejected(f"unknown event {kind!r}; known: {known}")
+                raise _Rejected(f"unknown event {_short(kind)}; known: {known}")
         except _Rejected as exc:
             reason = self.redaction.redact_text(exc.reason, report.redactions)
             report.results.append(CaptureResult(name, "rejected", reason, artifact, index))
@@ -465,6 +466,13 @@ def _to_ms(now: Instant) -> int:
     return instant_to_ms(now, "now")
 
 
+def _short(value: object) -> str:
+    """A value as a reason quotes it: its repr, of a short prefix when it is long."""
+    if isinstance(value, str) and len(value) > PREVIEW_CHARS:
+        return f"{value[:PREVIEW_CHARS]!r}… ({len(value)} characters)"
+    return repr(value) if isinstance(value, str) else preview(value)
+
+
 def _str_or_none(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -475,7 +483,8 @@ def _check_trigger(trigger: object, default: str, allowed: frozenset[str], kind:
         raise _Rejected(f"{kind}: trigger must be a string, got {type(t).__name__}")
     if t not in allowed:
         raise _Rejected(
-            f"{kind} is not captured from trigger {t!r}; allowed: {', '.join(sorted(allowed))}"
+            f"{kind} is not captured from trigger {_short(t)}; "
+            f"allowed: {', '.join(sorted(allowed))}"
         )
 
 

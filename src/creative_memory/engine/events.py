@@ -277,20 +277,22 @@ def validate_stored_event(ev: Event, where: str = "event") -> None:
             raise ValidationError(f"{where}.{name}", f"{where}.{name} is not a valid timestamp")
     if isinstance(ev, SignalEvent):
         if ev.signal_type not in SIGNAL_WEIGHTS:
-            raise ValidationError(f"{where}.signal_type", f"unknown signal_type {ev.signal_type!r}")
+            raise ValidationError(
+                f"{where}.signal_type", f"unknown signal_type {_show(ev.signal_type)}"
+            )
         if ev.polarity not in ("positive", "negative"):
-            raise ValidationError(f"{where}.polarity", f"bad polarity {ev.polarity!r}")
+            raise ValidationError(f"{where}.polarity", f"bad polarity {_show(ev.polarity)}")
         if not ev.pattern or not ev.preference_type:
             raise ValidationError(f"{where}.pattern", "pattern and preference_type are required")
         if ev.scope == "project":
             validate_project_id(ev.project_id)
         elif ev.scope != "global" or ev.project_id is not None:
-            raise ValidationError(f"{where}.scope", f"bad scope {ev.scope!r}")
+            raise ValidationError(f"{where}.scope", f"bad scope {_show(ev.scope)}")
     elif isinstance(ev, ComparisonEvent):
         if ev.scope == "project":
             validate_project_id(ev.project_id)
         elif ev.scope != "global":
-            raise ValidationError(f"{where}.scope", f"bad scope {ev.scope!r}")
+            raise ValidationError(f"{where}.scope", f"bad scope {_show(ev.scope)}")
     elif isinstance(ev, ProjectAnchorEvent):
         validate_project_id(ev.project_id)
     elif isinstance(ev, LegacyRecordEvent):

@@ -22,6 +22,7 @@ import msgspec
 from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.events import CHAIN_GENESIS, Event, chain_hash
 from creative_memory.engine.settings import UserSettings
+from creative_memory.engine.text import preview
 
 ARCHIVE_FORMAT: Final = "creative-memory-archive"
 ARCHIVE_VERSION: Final = 1
@@ -72,7 +73,7 @@ def decode_archive(data: bytes) -> Archive:
     if raw.get("archive_version") != ARCHIVE_VERSION:
         raise ValidationError(
             "archive_version",
-            f"unsupported archive_version {raw.get('archive_version')!r} "
+            f"unsupported archive_version {preview(raw.get('archive_version'))} "
             f"(this version reads {ARCHIVE_VERSION})",
         )
     try:

@@ -17,6 +17,7 @@ from creative_memory.engine.events import Event, LegacyRecordEvent, RefinementEv
 from creative_memory.engine.ids import validate_project_id
 from creative_memory.engine.legacy import field_error as _fail
 from creative_memory.engine.legacy import validate_record
+from creative_memory.engine.text import preview
 from creative_memory.engine.timeutil import format_ts, try_parse_ts
 
 
@@ -38,7 +39,8 @@ def parse_prototype(data: bytes, recorded_at: str) -> PrototypeFile:
         raise ValidationError("file", "the top level must be a JSON object")
     if doc.get("schema_version") != SCHEMA_VERSION:
         raise _fail(
-            "schema_version", f'must be "{SCHEMA_VERSION}", got {doc.get("schema_version")!r}'
+            "schema_version",
+            f'must be "{SCHEMA_VERSION}", got {preview(doc.get("schema_version"))}'
         )
     enabled = doc.get("memory_enabled")
     if not isinstance(enabled, bool):
@@ -77,7 +79,7 @@ def parse_prototype(data: bytes, recorded_at: str) -> PrototypeFile:
     for ev in records:
         rid = ev.record["id"]
         if rid in ids:
-            raise _fail("id", f"record id {rid!r} appears twice")
+            raise _fail("id", f"record id {preview(rid)} appears twice")
         ids.add(rid)
     refinements: list[RefinementEvent] = []
     for i, entry in enumerate(log):
