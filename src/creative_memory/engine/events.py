@@ -19,7 +19,7 @@ from creative_memory.engine.ids import show as _show
 from creative_memory.engine.ids import validate_project_id as validate_project_id
 from creative_memory.engine.ids import validate_user_id as validate_user_id
 from creative_memory.engine.legacy import validate_record
-from creative_memory.engine.text import MAX_TEXT_LENGTH, check_tag, check_text
+from creative_memory.engine.text import MAX_TEXT_LENGTH, check_tag, check_text, first_unsafe
 from creative_memory.engine.timeutil import format_ts, parse_ts
 
 #: Version of the on-disk event format (the ``v`` field of every event).
@@ -315,6 +315,10 @@ def check_event_text(ev: Event, where: str = "event") -> None:
     tags, artifact/session/project ids, dimensions) is one plain line (docs/engine.md,
     "Stored strings"); raises :class:`ValidationError` naming the field."""
     if isinstance(ev, SignalEvent):
+        values = (ev.pattern, ev.preference_type, ev.tag_text, ev.artifact_id, ev.session_id)
+        joined = "".join(v for v in values if v)
+        if first_unsafe(joined) is None and max(len(v or "") for v in values) <= MAX_TEXT_LENGTH:
+            return  # the common case, in one search (project_id is a checked safe id)
         _text(f"{where}.pattern", ev.pattern)
         _text(f"{where}.preference_type", ev.preference_type)
         _text(f"{where}.tag_text", ev.tag_text, tag=True)
