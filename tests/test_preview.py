@@ -10,7 +10,7 @@ import pytest
 from creative_memory.engine.derivation.registry import derive
 from creative_memory.engine.events import CHAIN_GENESIS, build_signal_event, sequenced
 from creative_memory.engine.models import Preference, RetrievalResult
-from creative_memory.engine.preview import compare, diff_records, injected
+from creative_memory.engine.preview import _keyed, compare, diff_records, injected
 from creative_memory.engine.prompt import build_generation_block
 from creative_memory.engine.retrieval import retrieve
 from creative_memory.engine.timeutil import parse_ts
@@ -73,8 +73,12 @@ def test_version_1_against_3_accounts_for_every_record() -> None:
     r1, res1, b1 = side("1")
     r3, res3, b3 = side("3")
     change = compare(r1, r3, res1, res3, b1, b3)
-    keys = {(r.scope, r.preference_type, r.pattern, bool(r.shadow_of)) for r in [*r1, *r3]}
-    assert len(change.records) + change.unchanged == len(keys)
+    keys = _keyed(r1).keys() | _keyed(r3).keys()
+    flips = sum(
+        c.before is not None and c.after is not None and c.before.polarity != c.after.polarity
+        for c in change.records
+    )
+    assert len(change.records) + change.unchanged + flips == len(keys)
     for c in change.records:
         assert (c.before is None) == (c.change == "added")
         assert (c.after is None) == (c.change == "removed")
@@ -111,3 +115,14 @@ def test_a_reason_names_the_threshold_when_a_record_is_too_weak() -> None:
     change = compare(records, weak, result, RetrievalResult(), block, "")
     outs = [i for i in change.injection if i.change == "out"]
     assert outs and all("below the injection threshold" in i.reasons[0] for i in outs)
+
+
+def test_a_polarity_flip_is_one_change() -> None:
+    records, _, _ = side("1")
+    rec = records[0]
+    flipped = msgspec.structs.replace(
+        rec, polarity="negative" if rec.polarity == "positive" else "positive"
+    )
+    changes, same = diff_records(records, [flipped, *records[1:]])
+    assert len(changes) == 1 and changes[0].change == "changed"
+    assert "polarity" in changes[0].fields and same == len(records) - 1

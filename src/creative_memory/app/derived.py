@@ -59,6 +59,13 @@ class DerivedStates:
                     memo.state.materialize()
                     self.write_back(user_id, memo)
 
+    def sibling(self, version: str) -> DerivedStates:
+        """States of another derivation version over the same log, sharing this one's locks
+        (one critical section per user, whatever the version)."""
+        other = DerivedStates(self.storage, version)
+        other.memo_lock, other.user_locks = self.memo_lock, self.user_locks
+        return other
+
     def forget_user(self, user_id: str) -> None:
         """Drop the user's state (after a rewrite of the log): the next read derives afresh."""
         with self.memo_lock:

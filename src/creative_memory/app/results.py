@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from creative_memory.engine.preview import PromptChange
 from creative_memory.engine.settings import UserSettings
 
 
@@ -105,6 +106,15 @@ class ImportResult(msgspec.Struct, kw_only=True):
     events_total: int
 
 
+class AsOf(msgspec.Struct, kw_only=True):
+    """The point in a user's history a result describes: right after event ``at_seq``."""
+
+    at_seq: int
+    recorded_at: str
+    derivation_version: str
+    events: int
+
+
 class PromptResult(msgspec.Struct, kw_only=True):
     """A memory block (and, for ``compose``, the host prompt with the block placed)."""
 
@@ -113,6 +123,17 @@ class PromptResult(msgspec.Struct, kw_only=True):
     block: str
     diagnostics_feed: str
     prompt: str | None = None
+    as_of: AsOf | None = None
+
+
+class PreviewResult(msgspec.Struct, kw_only=True):
+    """What switching ``user_id``'s memory to ``to_version`` would change (docs/time-travel.md)."""
+
+    user_id: str
+    project_id: str | None
+    from_version: str
+    to_version: str
+    change: PromptChange
 
 
 class IngestInput(msgspec.Struct, kw_only=True):

@@ -26,8 +26,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+import msgspec
 from msgspec import UNSET
 
+from creative_memory.app.history import History, inspect_at, preview, retrieval_at
+from creative_memory.app.history import as_of as history_as_of
 from creative_memory.app.results import (
     ExportResult,
     ForgetResult,
@@ -35,6 +38,7 @@ from creative_memory.app.results import (
     IngestInput,
     IngestItem,
     IngestResult,
+    PreviewResult,
     ProjectToggle,
     PromptResult,
     ResetResult,
@@ -44,9 +48,10 @@ from creative_memory.app.results import (
 )
 from creative_memory.app.store import MemoryStore
 from creative_memory.capture.layer import CaptureLayer, CaptureReport
+from creative_memory.engine.derivation.registry import check_version
 from creative_memory.engine.errors import Conflict, NotFound, StorageError, ValidationError
 from creative_memory.engine.events import validate_project_id
-from creative_memory.engine.explain import Explanation
+from creative_memory.engine.explain import Explanation, explain
 from creative_memory.engine.ids import bucket_of_scope
 from creative_memory.engine.models import DecayResult, RetrievalResult
 from creative_memory.engine.portability.archive import decode_archive, encode_archive
@@ -57,6 +62,8 @@ from creative_memory.engine.prompt import (
     insert_memory_block_into_prompt,
     summarize_diagnostics,
 )
+from creative_memory.engine.scope import validate_feature
+from creative_memory.engine.settings import VersionChange
 from creative_memory.engine.timeutil import format_ts, try_parse_ts
 from creative_memory.storage.files.fsutil import atomic_write
 
@@ -70,6 +77,7 @@ __all__ = [
     "IngestResult",
     "MemoryService",
     "NotFound",
+    "PreviewResult",
     "ProjectToggle",
     "PromptResult",
     "ResetResult",
@@ -92,6 +100,7 @@ class MemoryService:
 
     def __init__(self, store: MemoryStore) -> None:
         self.store = store
+        self.history = History(store)
 
     # settings -----------------------------------------------------------------------------
     def settings(self, user_id: str) -> SettingsView:
@@ -116,6 +125,33 @@ class MemoryService:
         change()
         after = self.settings(user_id)
         return SettingsUpdate(changed=after != before, settings=after)
+
+    def set_derivation_version(self, user_id: str, version: str) -> SettingsUpdate:
+        """Switch the derivation version ``user_id``'s memory uses (reversibly: the log is
+        untouched and each version's cache stays under its own key); recorded with its time
+        (docs/time-travel.md)."""
+        check_version(version)
+        before = self.store._version_of(user_id)
+        if version != before:
+            change = VersionChange(
+                at=format_ts(self.store.now_ms()), version=version, previous=before
+            )
+            self.store._update_settings(
+                user_id,
+                lambda s: msgspec.structs.replace(
+                    s,
+                    derivation_version=version,
+                    derivation_history=[*s.derivation_history, change],
+                ),
+            )
+        return SettingsUpdate(changed=version != before, settings=self.settings(user_id))
+
+    def preview(
+        self, user_id: str, version: str, project_id: str | None = None
+    ) -> PreviewResult:
+        """What switching to ``version`` would change: records, the injected set, the block.
+        Writes nothing."""
+        return preview(self.store, self.history, user_id, version, project_id)
 
     def set_project_ignores_global(
         self, user_id: str, project_id: str, ignore: bool
@@ -180,10 +216,22 @@ class MemoryService:
         return self.settings(user_id)
 
     # reading ------------------------------------------------------------------------------
-    def inspect(self, user_id: str, project_id: str | None = None) -> dict[str, Any]:
+    def inspect(
+        self,
+        user_id: str,
+        project_id: str | None = None,
+        *,
+        at_seq: int | None = None,
+        as_of: str | None = None,
+    ) -> dict[str, Any]:
         """Settings, every derived record with provenance, the retrieval and its diagnostics,
-        and the list of projects (JSON-ready; docs/inspect.schema.json)."""
-        doc = self.store.inspect(user_id, project_id)
+        and the list of projects (JSON-ready; docs/inspect.schema.json) — now, or right
+        after event ``at_seq`` / as of a time (docs/time-travel.md)."""
+        point = self.history.point(user_id, at_seq, as_of)
+        if point is None:
+            doc = self.store.inspect(user_id, project_id)
+        else:
+            doc = inspect_at(self.store, self.history, user_id, project_id, point)
         found = set(doc["settings"].get("disabled_projects", []))
         for rec in doc["preferences"]:
             bucket = bucket_of_scope(rec["scope"])
@@ -198,9 +246,24 @@ class MemoryService:
         preference_type: str,
         pattern: str,
         project_id: str | None = None,
+        *,
+        at_seq: int | None = None,
+        as_of: str | None = None,
     ) -> Explanation:
-        """The derivation trace of one pattern; :class:`NotFound` when nothing is known."""
-        result = self.store.explain(user_id, preference_type, pattern, project_id=project_id)
+        """The derivation trace of one pattern (up to event ``at_seq`` / time ``as_of``);
+        :class:`NotFound` when nothing is known."""
+        point = self.history.point(user_id, at_seq, as_of)
+        if point is None:
+            result = self.store.explain(user_id, preference_type, pattern, project_id=project_id)
+        else:
+            validate_feature(user_id, preference_type, pattern, project_id)
+            result = explain(
+                self.history.events_until(user_id, point),
+                point.version,
+                preference_type,
+                pattern,
+                project_id,
+            )
         if not result.steps and not result.records:
             close = self.suggestions(user_id, preference_type, pattern)
             hint = f"; did you mean {' or '.join(close)}?" if close else ""
@@ -404,20 +467,32 @@ class MemoryService:
 
     # prompt and decay ---------------------------------------------------------------------
     def prompt(
-        self, user_id: str, project_id: str | None = None, variant: str = "generation"
+        self,
+        user_id: str,
+        project_id: str | None = None,
+        variant: str = "generation",
+        *,
+        at_seq: int | None = None,
+        as_of: str | None = None,
     ) -> PromptResult:
-        """The memory block for a generation (or critique, or the legacy block)."""
+        """The memory block for a generation (or critique, or the legacy block) — now, or
+        as it was right after event ``at_seq`` / as of a time."""
         _choice("variant", variant, VARIANTS)
         if project_id is not None:
             validate_project_id(project_id)
-        retrieved = self.store.retrieve_for_injection(
-            user_id, None if project_id is None else {"project_id": project_id}
-        )
+        point = self.history.point(user_id, at_seq, as_of)
+        if point is None:
+            retrieved = self.store.retrieve_for_injection(
+                user_id, None if project_id is None else {"project_id": project_id}
+            )
+        else:
+            retrieved = retrieval_at(self.store, self.history, user_id, project_id, point)
         return PromptResult(
             variant=variant,
             project_id=project_id,
             block=_block(variant, retrieved, project_id),
             diagnostics_feed=self._feed(user_id, retrieved),
+            as_of=None if point is None else history_as_of(point),
         )
 
     def compose(

@@ -51,12 +51,13 @@ from creative_memory.engine.portability.archive import (
     events_to_merge,
 )
 from creative_memory.engine.portability.prototype import parse_prototype, prototype_events_to_add
-from creative_memory.engine.retrieval import parse_context, retrieve
+from creative_memory.engine.retrieval import parse_context, retrieve_state
 from creative_memory.engine.scope import (
     POLARITY_OPTIONS,
     STATUS_OPTIONS,
     check_option,
     parse_scope,
+    select_records,
     validate_feature,
 )
 from creative_memory.engine.timeutil import format_ts, instant_to_ms
@@ -107,11 +108,13 @@ class MemoryStore:
         self._clock: Clock = clock or wall_clock_ms
         self._door = LogDoor(redaction)
         self._states = DerivedStates(self._storage, self.derivation_version)
+        self._versions = {self.derivation_version: self._states}
 
     def flush(self) -> None:
         """Write every pending derived state back (cache entry and snapshot). Reads defer
         write-back (docs/storage.md); this makes the on-disk cache current now."""
-        self._states.flush()
+        for states in list(self._versions.values()):
+            states.flush()
 
     def close(self) -> None:
         """Write pending derived state back (:meth:`flush`) and release backend resources
@@ -155,12 +158,29 @@ class MemoryStore:
     def _refresh(
         self, user_id: str, want_seqs: Sequence[int] = (), *, write_back: bool = False
     ) -> tuple[DerivedState, dict[int, Preference | Refinement | None]]:
-        return self._states.refresh(user_id, want_seqs, write_back=write_back)
+        return self._states_of(user_id).refresh(user_id, want_seqs, write_back=write_back)
 
     def _append(
         self, user_id: str, events: Sequence[Event], *, records: bool = True
     ) -> list[Preference | Refinement | None]:
-        return self._states.append(user_id, self._door.admit(events), records=records)
+        states = self._states_of(user_id)
+        return states.append(user_id, self._door.admit(events), records=records)
+
+    def _states_of(self, user_id: str, version: str | None = None) -> DerivedStates:
+        """The derived states of ``version`` (default: the version ``user_id`` uses)."""
+        v = version or self._version_of(user_id)
+        states = self._versions.get(v)
+        if states is None:
+            states = self._versions[v] = self._states.sibling(v)
+        return states
+
+    def _forget_states(self, user_id: str) -> None:
+        for states in list(self._versions.values()):
+            states.forget_user(user_id)
+
+    def _version_of(self, user_id: str) -> str:
+        """The derivation version ``user_id``'s memory uses (their setting, else the store's)."""
+        return self._settings(user_id).derivation_version or self.derivation_version
 
     def add_erasure_listener(self, listener: ErasureListener) -> None:
         """Purge ``listener`` (a capture layer holding pending events) before every forget
@@ -239,21 +259,7 @@ class MemoryStore:
         project_id, types = parse_context(context)
         with self._locked(user_id):
             state, _ = self._refresh(user_id, write_back=True)
-            projects = {pid: b.records for pid, b in state.projects.items()}
-            result = retrieve(
-                state.global_records,
-                projects,
-                project_id,
-                types,
-                ignore_global_for=settings.disabled_projects,
-            )
-            ex = state.export_record
-            return RetrievalResult(
-                positives=[ex(r) for r in result.positives],
-                negatives=[ex(r) for r in result.negatives],
-                project_overrides=[ex(r) for r in result.project_overrides],
-                diagnostics=result.diagnostics,
-            )
+            return retrieve_state(state, project_id, types, settings.disabled_projects)
 
     def run_decay(self, user_id: str, now: str | datetime | None = None) -> DecayResult:
         """One decay pass at ``now`` (default: the clock). Stored only if it changes a record."""
@@ -282,28 +288,14 @@ class MemoryStore:
     ) -> list[Preference]:
         """The user's derived records in ``scope``, filtered, strongest first."""
         validate_user_id(user_id)
-        project = parse_scope(scope)
+        parse_scope(scope)  # validated before anything is read
         check_option("polarity", polarity, POLARITY_OPTIONS)
         check_option("status", status, STATUS_OPTIONS)
         if not self._storage.user_exists(user_id):
             return []
         with self._locked(user_id):
             state, _ = self._refresh(user_id, write_back=True)
-            if project is not None:
-                source = state.project_records(project) or []
-            elif scope == "global":
-                source = state.global_records
-            else:
-                source = state.all_records()
-            out = [
-                r
-                for r in source
-                if (polarity == "all" or r.polarity == polarity)
-                and r.signal_strength >= min_strength
-                and (status == "all" or r.polarity_status == status)
-            ]
-            out.sort(key=lambda r: r.signal_strength, reverse=True)
-            return [state.export_record(r) for r in out]
+            return select_records(state, scope, polarity, min_strength, status)
 
     def set_memory_enabled(self, user_id: str, enabled: bool) -> None:
         """The soft kill switch: off means nothing is learned or injected; nothing is deleted."""
@@ -417,7 +409,7 @@ class MemoryStore:
         with self._locked(user_id):
             changed = self._storage.rewrite(user_id, keep)
             if changed:
-                self._states.forget_user(user_id)
+                self._forget_states(user_id)
                 self._refresh(user_id, write_back=True)
             return changed
 
@@ -517,7 +509,7 @@ class MemoryStore:
         retrieval = self.retrieve_for_injection(user_id, context)
         return {
             "user_id": user_id,
-            "derivation_version": self.derivation_version,
+            "derivation_version": self._version_of(user_id),
             "settings": msgspec.to_builtins(
                 SettingsView.of(settings, self._is_paused(settings))
             ),
@@ -547,7 +539,7 @@ class MemoryStore:
         current records."""
         validate_feature(user_id, preference_type, pattern, project_id)
         return explain(
-            self.events(user_id), self.derivation_version, preference_type, pattern, project_id
+            self.events(user_id), self._version_of(user_id), preference_type, pattern, project_id
         )
 
     def export_memory(self, user_id: str, path: str | os.PathLike[str]) -> None:
@@ -597,4 +589,4 @@ class MemoryStore:
     def _replace_log(self, user_id: str, events: Sequence[Event]) -> None:
         with self._locked(user_id):
             self._storage.replace_all(user_id, events)
-            self._states.forget_user(user_id)
+            self._forget_states(user_id)

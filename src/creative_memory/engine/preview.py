@@ -25,7 +25,9 @@ COMPARED: Final = (
     "reject_count",
 )
 
-Key = tuple[str, str, str, str]  # scope, preference_type, pattern, "record" | "shadow"
+#: scope, type, pattern, polarity, "record" | "shadow", and which one of those (an archived
+#: record and its successor can share all the rest)
+Key = tuple[str, str, str, str, str, int]
 
 
 class RecordChange(msgspec.Struct, kw_only=True):
@@ -62,17 +64,24 @@ class PromptChange(msgspec.Struct, kw_only=True):
     block_changed: bool
 
 
-def _key(r: Preference) -> Key:
-    return (r.scope, r.preference_type, r.pattern, "shadow" if r.shadow_of else "record")
+def _keyed(records: Iterable[Preference]) -> dict[Key, Preference]:
+    seen: dict[tuple[str, str, str, str, str], int] = {}
+    out: dict[Key, Preference] = {}
+    for r in records:
+        kind = "shadow" if r.shadow_of else "record"
+        base = (r.scope, r.preference_type, r.pattern, r.polarity, kind)
+        n = seen[base] = seen.get(base, -1) + 1
+        out[(*base, n)] = r
+    return out
 
 
 def diff_records(before: Iterable[Preference], after: Iterable[Preference]) -> tuple[
     list[RecordChange], int
 ]:
     """The records that differ between two derivations (in the order of ``before``, then
-    the ones only ``after`` has), and how many are the same."""
-    old = {_key(r): r for r in before}
-    new = {_key(r): r for r in after}
+    the ones only ``after`` has), and how many are the same. A pattern whose only record
+    turns from one polarity to the other is one change of ``polarity``."""
+    old, new = _keyed(before), _keyed(after)
     changes: list[RecordChange] = []
     same = 0
     for key in [*old, *(k for k in new if k not in old)]:
@@ -86,7 +95,7 @@ def diff_records(before: Iterable[Preference], after: Iterable[Preference]) -> t
         else:
             fields = []
             change = "added" if a is None else "removed"
-        scope, ptype, pattern, kind = key
+        scope, ptype, pattern, _, kind, _ = key
         changes.append(
             RecordChange(
                 scope=scope,
@@ -99,7 +108,33 @@ def diff_records(before: Iterable[Preference], after: Iterable[Preference]) -> t
                 after=b,
             )
         )
-    return changes, same
+    return _flips(changes), same
+
+
+def _flips(changes: list[RecordChange]) -> list[RecordChange]:
+    """Merge a lone removed record and a lone added one of the same pattern (and kind) into
+    one change of polarity."""
+    by: dict[tuple[str, str, str, bool], list[RecordChange]] = {}
+    for c in changes:
+        by.setdefault((c.scope, c.preference_type, c.pattern, c.shadow), []).append(c)
+    out: list[RecordChange] = []
+    merged: set[int] = set()
+    for c in changes:
+        if id(c) in merged:
+            continue
+        group = by[(c.scope, c.preference_type, c.pattern, c.shadow)]
+        kinds = sorted(g.change for g in group)
+        if len(group) == 2 and kinds == ["added", "removed"]:
+            gone = next(g for g in group if g.change == "removed")
+            new = next(g for g in group if g.change == "added")
+            assert gone.before is not None and new.after is not None
+            fields = [f for f in COMPARED if getattr(gone.before, f) != getattr(new.after, f)]
+            merged.update(id(g) for g in group)
+            flip = msgspec.structs.replace(gone, change="changed", fields=fields, after=new.after)
+            out.append(flip)
+            continue
+        out.append(c)
+    return out
 
 
 def injected(result: RetrievalResult) -> list[Preference]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from creative_memory.engine.constants import (
     CHARS_PER_TOKEN,
@@ -27,6 +27,9 @@ from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.events import validate_project_id
 from creative_memory.engine.models import Preference, RetrievalResult
 from creative_memory.engine.timeutil import fixed2, u16len
+
+if TYPE_CHECKING:
+    from creative_memory.engine.derivation.base import DerivedState
 
 Diagnostic = dict[str, Any]
 
@@ -304,4 +307,29 @@ def retrieve(
         negatives=by_strength([r for r in budgeted if r.polarity == "negative"]),
         project_overrides=overrides,
         diagnostics=diagnostics,
+    )
+
+
+def retrieve_state(
+    state: DerivedState,
+    project_id: str | None,
+    preference_types: list[str] | None,
+    ignore_global_for: Collection[str],
+) -> RetrievalResult:
+    """:func:`retrieve` over a derived state, with its records exported (what a generation
+    gets from that state)."""
+    projects = {pid: b.records for pid, b in state.projects.items()}
+    result = retrieve(
+        state.global_records,
+        projects,
+        project_id,
+        preference_types,
+        ignore_global_for=ignore_global_for,
+    )
+    ex = state.export_record
+    return RetrievalResult(
+        positives=[ex(r) for r in result.positives],
+        negatives=[ex(r) for r in result.negatives],
+        project_overrides=[ex(r) for r in result.project_overrides],
+        diagnostics=result.diagnostics,
     )

@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.events import validate_project_id, validate_user_id
+from creative_memory.engine.models import Preference
+
+if TYPE_CHECKING:
+    from creative_memory.engine.derivation.base import DerivedState
 from creative_memory.engine.text import MAX_TEXT_LENGTH, preview
 
 
@@ -56,3 +60,26 @@ def check_option(field: str, value: object, allowed: tuple[str, ...]) -> None:
         raise ValidationError(
             field, f"unknown {field} {preview(value)}: expected one of {', '.join(allowed)}"
         )
+
+
+def select_records(
+    state: DerivedState, scope: str, polarity: str, min_strength: float, status: str
+) -> list[Preference]:
+    """The exported records of ``state`` in ``scope`` that pass the filters, strongest first
+    (the options already checked)."""
+    project = parse_scope(scope)
+    if project is not None:
+        source = state.project_records(project) or []
+    elif scope == "global":
+        source = state.global_records
+    else:
+        source = state.all_records()
+    out = [
+        r
+        for r in source
+        if (polarity == "all" or r.polarity == polarity)
+        and r.signal_strength >= min_strength
+        and (status == "all" or r.polarity_status == status)
+    ]
+    out.sort(key=lambda r: r.signal_strength, reverse=True)
+    return [state.export_record(r) for r in out]

@@ -1,0 +1,200 @@
+"""Derivations of a user's log other than the one memory uses now (docs/time-travel.md):
+under another derivation version (a preview) or of a prefix of the log (as of an event).
+
+Read-only: nothing here appends, writes back a cache entry or a snapshot. The past is
+re-derived from the log *as it is now*: events that were forgotten stay forgotten.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+
+from creative_memory.app.results import AsOf, PreviewResult, SettingsView
+from creative_memory.engine.derivation.base import DerivedState
+from creative_memory.engine.derivation.registry import check_version, derive
+from creative_memory.engine.errors import ValidationError
+from creative_memory.engine.events import Event, validate_project_id
+from creative_memory.engine.models import RetrievalResult
+from creative_memory.engine.preview import compare
+from creative_memory.engine.prompt import build_generation_block
+from creative_memory.engine.retrieval import retrieve_state
+from creative_memory.engine.settings import version_at
+from creative_memory.engine.timeutil import format_ts, try_parse_ts
+
+if TYPE_CHECKING:
+    from creative_memory.app.store import MemoryStore
+
+#: Prefix states kept per process (each a full derived state).
+PREFIX_CAPACITY: Final = 16
+
+
+@dataclass(frozen=True)
+class Point:
+    """A point in a user's history: right after the event ``at_seq`` (recorded at
+    ``recorded_at``), derived under ``version``."""
+
+    at_seq: int
+    recorded_at: str
+    version: str
+    events: int  # how many events of today's log that prefix holds
+
+
+@dataclass
+class _Log:
+    generation: str
+    end: int
+    events: list[Event]
+    seqs: list[int]
+
+
+class History:
+    """Prefix states and other-version states of one store's users."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+        self._logs: dict[str, _Log] = {}
+        self._prefixes: OrderedDict[tuple[str, str, str, int], DerivedState] = OrderedDict()
+        self._lock = threading.RLock()
+
+    def current(self, user_id: str, version: str) -> DerivedState:
+        """The user's state now under ``version`` (kept current like the store's own, never
+        written back). Call under the store's lock for the user."""
+        state, _ = self._store._states_of(user_id, version).refresh(user_id)
+        return state
+
+    def point(self, user_id: str, at_seq: int | None, as_of: str | None) -> Point | None:
+        """The point ``at_seq`` or ``as_of`` name (``None`` when neither is given)."""
+        if at_seq is not None and as_of is not None:
+            raise ValidationError("at_seq", "give at_seq or as_of, not both")
+        if at_seq is None and as_of is None:
+            return None
+        log = self._log(user_id)
+        if at_seq is not None:
+            if isinstance(at_seq, bool) or not isinstance(at_seq, int) or at_seq < 0:
+                raise ValidationError("at_seq", "at_seq must be an event number >= 0")
+            n = bisect.bisect_right(log.seqs, at_seq)
+        else:
+            ms = try_parse_ts(as_of.strip()) if isinstance(as_of, str) else None
+            if ms is None:
+                raise ValidationError("as_of", f"as_of {as_of!r} is not an ISO 8601 date")
+            when = format_ts(ms)
+            n = sum(1 for e in log.events if e.recorded_at <= when)
+            at_seq = log.events[n - 1].seq if n else 0
+        last = log.events[n - 1] if n else None
+        recorded = last.recorded_at if last is not None else ""
+        settings = self._store.get_settings(user_id)
+        version = version_at(settings, self._store.derivation_version, recorded or None)
+        return Point(at_seq=at_seq, recorded_at=recorded, version=version, events=n)
+
+    def events_until(self, user_id: str, point: Point) -> list[Event]:
+        """The events of today's log up to ``point``."""
+        return self._log(user_id).events[: point.events]
+
+    def state_at(self, user_id: str, point: Point) -> DerivedState:
+        """The derived state right after ``point``'s event (cached per process)."""
+        log = self._log(user_id)
+        key = (user_id, log.generation, point.version, point.events)
+        with self._lock:
+            state = self._prefixes.get(key)
+            if state is not None:
+                self._prefixes.move_to_end(key)
+                return state
+        state = derive(log.events[: point.events], point.version)
+        state.materialize()
+        with self._lock:
+            self._prefixes[key] = state
+            while len(self._prefixes) > PREFIX_CAPACITY:
+                self._prefixes.popitem(last=False)
+        return state
+
+    def _log(self, user_id: str) -> _Log:
+        """Today's log of the user, read incrementally (a rewrite reads it again)."""
+        storage = self._store._storage
+        with self._lock:
+            log = self._logs.get(user_id)
+            if log is not None:
+                snap = storage.read_events(user_id, generation=log.generation, start=log.end)
+                if snap.resumed:
+                    log.events.extend(snap.events)
+                    log.seqs.extend(e.seq for e in snap.events)
+                    log.end = snap.end
+                    return log
+            snap = storage.read_events(user_id)
+            events = list(snap.events)
+            log = _Log(snap.generation, snap.end, events, [e.seq for e in events])
+            self._logs[user_id] = log
+            return log
+
+
+def as_of(point: Point) -> AsOf:
+    """The result type's form of ``point``."""
+    return AsOf(
+        at_seq=point.at_seq,
+        recorded_at=point.recorded_at,
+        derivation_version=point.version,
+        events=point.events,
+    )
+
+
+def retrieval_at(
+    store: MemoryStore, history: History, user_id: str, project_id: str | None, point: Point
+) -> RetrievalResult:
+    """What a generation would have got right after ``point`` (today's project switches)."""
+    settings = store.get_settings(user_id)
+    if not settings.memory_enabled:
+        return RetrievalResult()
+    state = history.state_at(user_id, point)
+    return retrieve_state(state, project_id, None, settings.disabled_projects)
+
+
+def inspect_at(
+    store: MemoryStore, history: History, user_id: str, project_id: str | None, point: Point
+) -> dict[str, Any]:
+    """``MemoryStore.inspect``'s document as it was right after ``point``, with ``as_of``."""
+    if project_id is not None:
+        validate_project_id(project_id)
+    state = history.state_at(user_id, point)
+    settings = store.get_settings(user_id)
+    return {
+        "user_id": user_id,
+        "derivation_version": point.version,
+        "settings": msgspec.to_builtins(SettingsView.of(settings, store.is_paused(user_id))),
+        "preferences": [state.export_record(r).to_dict() for r in state.all_records()],
+        "event_count": point.events,
+        "project_id": project_id,
+        "retrieval": retrieval_at(store, history, user_id, project_id, point).to_dict(),
+        "as_of": msgspec.to_builtins(as_of(point)),
+    }
+
+
+def preview(
+    store: MemoryStore, history: History, user_id: str, version: str, project_id: str | None
+) -> PreviewResult:
+    """Derive the user's log under the version in force and under ``version``, side by side;
+    writes nothing."""
+    check_version(version)
+    if project_id is not None:
+        validate_project_id(project_id)
+    settings = store.get_settings(user_id)
+    current = store._version_of(user_id)
+    sides = []
+    with store._locked(user_id):
+        for v in (current, version):
+            state = history.current(user_id, v)
+            records = [state.export_record(r) for r in state.all_records()]
+            result = retrieve_state(state, project_id, None, settings.disabled_projects)
+            sides.append((records, result, build_generation_block(result, project_id)))
+    (ra, res_a, ba), (rb, res_b, bb) = sides
+    return PreviewResult(
+        user_id=user_id,
+        project_id=project_id,
+        from_version=current,
+        to_version=version,
+        change=compare(ra, rb, res_a, res_b, ba, bb),
+    )

@@ -1,0 +1,267 @@
+"""Derivation-version preview, the per-user version switch and as-of inspection
+(docs/time-travel.md), through the application service."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from unittest import mock
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from creative_memory import MemoryStore
+from creative_memory.app.service import MemoryService
+from creative_memory.engine.errors import ValidationError
+from tests.test_golden_versions import USERS
+from tests.test_golden_versions import History as GoldenHistory
+
+if TYPE_CHECKING:
+    from tests.backends import Backend
+
+pytest_plugins = ["tests.pg_fixtures", "tests.backends"]
+
+GOLDEN = Path(__file__).parent / "fixtures" / "golden" / "preview-1-to-2.json.gz"
+T0 = "2026-01-01T00:00:00.000Z"
+
+
+def signal(pattern: str, polarity: str, ptype: str = "color", **kw: Any) -> dict[str, Any]:
+    return {
+        "signal_type": kw.get("signal_type", "explicit_tag"),
+        "pattern": pattern,
+        "preference_type": ptype,
+        "polarity": polarity,
+        "tag_text": None,
+        "scope": kw.get("scope", "global"),
+        "project_id": kw.get("project_id"),
+        "artifact_id": kw.get("artifact", "a"),
+        "session_id": "s",
+        "timestamp": kw.get("ts", T0),
+    }
+
+
+def tree_bytes(root: Path) -> dict[str, bytes]:
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    return {str(p.relative_to(root)): p.read_bytes() for p in files}
+
+
+def golden_store(tmp_path: Path, version: str) -> tuple[MemoryStore, Any]:
+    with mock.patch.object(os, "fsync", lambda fd: None):
+        h = GoldenHistory(tmp_path / "mem", version, tmp_path)
+        h.run()
+    return h.store, h.clock
+
+
+# -- preview -------------------------------------------------------------------------------
+def test_preview_writes_nothing(tmp_path: Path) -> None:
+    store, _ = golden_store(tmp_path, "1")
+    store.flush()
+    svc = MemoryService(store)
+    before = tree_bytes(tmp_path / "mem")
+    for user in USERS:
+        for version in ("1", "2", "3"):
+            svc.preview(user, version)
+            svc.preview(user, version, "p1")
+    assert tree_bytes(tmp_path / "mem") == before
+
+
+def test_preview_to_the_version_in_force_changes_nothing(tmp_path: Path) -> None:
+    store, _ = golden_store(tmp_path, "1")
+    svc = MemoryService(store)
+    for user in USERS:
+        result = svc.preview(user, "1")
+        assert result.change.records == [] and result.change.injection == []
+        assert result.change.unchanged == len(store.list_preferences(user)) > 0
+        assert not result.change.block_changed
+
+
+def preview_document(tmp_path: Path) -> bytes:
+    store, _ = golden_store(tmp_path, "1")
+    svc = MemoryService(store)
+    doc = {u: msgspec.to_builtins(svc.preview(u, "2")) for u in USERS}
+    return msgspec.json.format(msgspec.json.encode(doc), indent=1) + b"\n"
+
+
+def test_preview_from_1_to_2_is_pinned(tmp_path: Path) -> None:
+    """The golden history's preview from version 1 to 2 (python -m tests.test_time_travel
+    --write regenerates the file; version 2's floats are compared to 1e-9)."""
+    want = msgspec.json.decode(gzip.decompress(GOLDEN.read_bytes()))
+    got = msgspec.json.decode(preview_document(tmp_path))
+    assert _close(want, got), "the preview from version 1 to 2 changed"
+    for user in USERS:
+        assert got[user]["change"]["records"], "version 2 must differ from version 1 here"
+
+
+def _close(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return abs(a - b) <= 1e-9 * max(1.0, abs(a))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def test_preview_checks_its_input(tmp_path: Path) -> None:
+    svc = MemoryService(MemoryStore(tmp_path / "mem"))
+    with pytest.raises(ValidationError) as e:
+        svc.preview("alice", "99")
+    assert e.value.field == "derivation_version"
+    with pytest.raises(ValidationError) as e:
+        svc.preview("alice", "1", "a b")
+    assert e.value.field == "project_id"
+
+
+# -- the per-user switch ---------------------------------------------------------------------
+def test_switching_a_users_version_is_recorded_and_reversible(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "mem", derivation_version="3")
+    svc = MemoryService(store)
+    for i in range(4):
+        store.ingest_signal("alice", signal("neon_palette", "negative", artifact=f"n{i}"))
+        store.ingest_signal("bob", signal("neon_palette", "negative", artifact=f"n{i}"))
+    as_3 = store.list_preferences("alice")
+    preview = svc.preview("alice", "1")
+    update = svc.set_derivation_version("alice", "1")
+    assert update.changed
+    assert svc.inspect("alice")["derivation_version"] == "1"
+    assert svc.inspect("bob")["derivation_version"] == "3"  # per user
+    as_1 = store.list_preferences("alice")
+    assert {r.derivation_version for r in as_1} == {"1"}
+    assert preview.change.records or as_1 != as_3
+    # the same log, so switching back gives version 3's records again, byte for byte
+    assert not svc.set_derivation_version("alice", "1").changed
+    svc.set_derivation_version("alice", "3")
+    assert store.list_preferences("alice") == as_3
+    history = store.get_settings("alice").derivation_history
+    assert [(c.previous, c.version) for c in history] == [("3", "1"), ("1", "3")]
+    # a new store over the same files honours the setting
+    svc.set_derivation_version("alice", "1")
+    again = MemoryStore(tmp_path / "mem", derivation_version="3")
+    assert {r.derivation_version for r in again.list_preferences("alice")} == {"1"}
+    with pytest.raises(ValidationError):
+        svc.set_derivation_version("alice", "nope")
+
+
+def test_as_of_uses_the_version_in_force_then(tmp_path: Path) -> None:
+    clock_ms = [1_767_225_600_000]  # 2026-01-01
+    store = MemoryStore(tmp_path / "mem", derivation_version="3", clock=lambda: clock_ms[0])
+    svc = MemoryService(store)
+    for i in range(3):
+        store.ingest_signal("alice", signal("neon_palette", "negative", artifact=f"n{i}"))
+    first = store.events("alice")[-1].seq
+    clock_ms[0] += 86_400_000
+    svc.set_derivation_version("alice", "1")
+    clock_ms[0] += 86_400_000
+    store.ingest_signal("alice", signal("airy_spacing", "positive", "layout"))
+    then = svc.inspect("alice", at_seq=first)
+    assert then["as_of"]["derivation_version"] == "3"
+    assert {r["derivation_version"] for r in then["preferences"]} == {"3"}
+    now = svc.inspect("alice")
+    assert now["derivation_version"] == "1"
+
+
+# -- as of -----------------------------------------------------------------------------------
+USER_IDS = itertools.count()
+ACTIONS = st.lists(
+    st.tuples(
+        st.sampled_from(["neon", "teal", "airy", "serif", "grid"]),
+        st.sampled_from(["positive", "negative"]),
+        st.sampled_from(["explicit_tag", "thumbs_up", "thumbs_down", "repeated_acceptance"]),
+        st.sampled_from([None, "p1"]),
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+def feed(store: MemoryStore, user: str, actions: list[tuple[str, str, str, str | None]]) -> None:
+    for i, (pattern, polarity, kind, project) in enumerate(actions):
+        scope = "project" if project else "global"
+        ts = f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}.000Z"
+        store.ingest_signal(
+            user,
+            signal(pattern, polarity, signal_type=kind, scope=scope, project_id=project, ts=ts),
+        )
+
+
+@pytest.mark.parametrize("version", ["1", "3"])
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(actions=ACTIONS, cut=st.integers(min_value=0, max_value=30))
+def test_at_seq_equals_a_fresh_store_fed_only_that_prefix(
+    backend: Backend, version: str, actions: list[Any], cut: int
+) -> None:
+    user = f"u{next(USER_IDS)}"  # every example its own users on the shared backend
+    store = MemoryStore(backend.root, derivation_version=version)
+    svc = MemoryService(store)
+    feed(store, user, actions)
+    events = store.events(user)
+    n = min(cut, len(events))
+    at_seq = events[n - 1].seq if n else 0
+    past = svc.inspect(user, at_seq=at_seq)
+    fresh_user = user + "_prefix"
+    fresh = MemoryStore(backend.root, derivation_version=version)
+    feed(fresh, fresh_user, actions[:n])
+    want = MemoryService(fresh).inspect(fresh_user)
+    for key in ("preferences", "retrieval", "event_count", "derivation_version"):
+        assert past[key] == want[key], key
+    prompt_then = svc.prompt(user, at_seq=at_seq).block
+    assert prompt_then == MemoryService(fresh).prompt(fresh_user).block
+    store.close()
+    fresh.close()
+
+
+def test_as_of_a_time_and_its_errors(tmp_path: Path) -> None:
+    clock_ms = [1_767_225_600_000]
+    store = MemoryStore(tmp_path / "mem", derivation_version="1", clock=lambda: clock_ms[0])
+    svc = MemoryService(store)
+    store.ingest_signal("alice", signal("neon_palette", "negative", artifact="n0"))
+    clock_ms[0] += 3_600_000
+    store.ingest_signal("alice", signal("neon_palette", "negative", artifact="n1"))
+    early = svc.inspect("alice", as_of="2026-01-01T00:30:00Z")
+    assert early["event_count"] == 1 and early["as_of"]["at_seq"] == 1
+    before_anything = svc.inspect("alice", as_of="2025-01-01")
+    assert before_anything["preferences"] == [] and before_anything["event_count"] == 0
+    explained = svc.explain("alice", "color", "neon_palette", at_seq=1)
+    assert len(explained.steps) == 1
+    for kwargs, field in (
+        ({"at_seq": -1}, "at_seq"),
+        ({"as_of": "yesterday"}, "as_of"),
+        ({"at_seq": 1, "as_of": "2026-01-01"}, "at_seq"),
+    ):
+        with pytest.raises(ValidationError) as e:
+            svc.inspect("alice", **kwargs)
+        assert e.value.field == field
+
+
+def test_forgotten_events_stay_forgotten_in_the_past(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "mem", derivation_version="1")
+    svc = MemoryService(store)
+    for i in range(3):
+        store.ingest_signal("alice", signal("neon_palette", "negative", artifact=f"n{i}"))
+    store.ingest_signal("alice", signal("airy_spacing", "positive", "layout"))
+    last = store.events("alice")[-1].seq
+    then = svc.inspect("alice", at_seq=last)["preferences"]
+    assert any(r["pattern"] == "neon_palette" for r in then)
+    svc.forget("alice", "color", "neon_palette")
+    for seq in range(0, last + 1):
+        past = svc.inspect("alice", at_seq=seq)
+        assert all(r["pattern"] != "neon_palette" for r in past["preferences"])
+        assert "neon_palette" not in svc.prompt("alice", at_seq=seq).block
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--write"]:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as d:
+            GOLDEN.write_bytes(gzip.compress(preview_document(Path(d)), mtime=0))
