@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Final
 
+from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.ids import safe_name
 
 APP_NAME: Final = "creative-memory"
@@ -206,3 +207,26 @@ __all__ = [
     "resolve_user",
     "safe_name",
 ]
+
+
+def read_file(field: str, path: Path) -> bytes:
+    """The bytes of ``path``; a ``ValidationError`` naming ``field`` when it cannot be read."""
+    try:
+        return path.read_bytes()
+    except IsADirectoryError:
+        raise ValidationError(field, f"{path} is a directory") from None
+    except OSError as exc:
+        raise ValidationError(field, f"cannot read {path}: {exc.strerror}") from None
+
+
+def prototype_file(source: Path, user_id: str) -> Path:
+    """The prototype ``preferences.json`` that ``source`` names: the file itself, or in a
+    prototype user directory, or under ``<root>/<user>/``."""
+    if source.is_file():
+        return source
+    for candidate in (source / "preferences.json", source / user_id / "preferences.json"):
+        if candidate.is_file():
+            return candidate
+    raise ValidationError(
+        "path", f"no preferences.json in {source} (nor in {source / user_id})"
+    )

@@ -12,7 +12,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from creative_memory.engine.preview import PromptChange
-from creative_memory.engine.settings import UserSettings
+from creative_memory.engine.settings import UserSettings, VersionChange
 
 
 class SettingsView(msgspec.Struct, kw_only=True):
@@ -124,6 +124,18 @@ class PromptResult(msgspec.Struct, kw_only=True):
     diagnostics_feed: str
     prompt: str | None = None
     as_of: AsOf | None = None
+
+
+class DerivationInfo(msgspec.Struct, kw_only=True):
+    """The derivation version a user's memory uses, the store's default, every known
+    version, and the user's switches (docs/time-travel.md)."""
+
+    user_id: str
+    in_force: str
+    default: str
+    chosen: bool
+    known: list[str]
+    history: list[VersionChange]
 
 
 class PreviewResult(msgspec.Struct, kw_only=True):

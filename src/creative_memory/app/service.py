@@ -31,7 +31,9 @@ from msgspec import UNSET
 
 from creative_memory.app.history import History, inspect_at, preview, retrieval_at
 from creative_memory.app.history import as_of as history_as_of
+from creative_memory.app.paths import prototype_file, read_file
 from creative_memory.app.results import (
+    DerivationInfo,
     ExportResult,
     ForgetResult,
     ImportResult,
@@ -48,7 +50,7 @@ from creative_memory.app.results import (
 )
 from creative_memory.app.store import MemoryStore
 from creative_memory.capture.layer import CaptureLayer, CaptureReport
-from creative_memory.engine.derivation.registry import check_version
+from creative_memory.engine.derivation.registry import check_version, known_versions
 from creative_memory.engine.errors import Conflict, NotFound, StorageError, ValidationError
 from creative_memory.engine.events import validate_project_id
 from creative_memory.engine.explain import Explanation, explain
@@ -69,6 +71,7 @@ from creative_memory.storage.files.fsutil import atomic_write
 
 __all__ = [
     "Conflict",
+    "DerivationInfo",
     "ExportResult",
     "ForgetResult",
     "ImportResult",
@@ -145,6 +148,18 @@ class MemoryService:
                 ),
             )
         return SettingsUpdate(changed=version != before, settings=self.settings(user_id))
+
+    def derivation(self, user_id: str) -> DerivationInfo:
+        """Which derivation version ``user_id``'s memory uses, and the choices."""
+        settings = self.store.get_settings(user_id)
+        return DerivationInfo(
+            user_id=user_id,
+            in_force=self.store._version_of(user_id),
+            default=self.store.derivation_version,
+            chosen=settings.derivation_version is not None,
+            known=list(known_versions()),
+            history=list(settings.derivation_history),
+        )
 
     def preview(
         self, user_id: str, version: str, project_id: str | None = None
@@ -371,12 +386,12 @@ class MemoryService:
         self, user_id: str, path: str | os.PathLike[str], mode: str = "merge"
     ) -> ImportResult:
         """Import the archive in ``path``."""
-        return self.import_archive(user_id, _read("path", Path(path)), mode)
+        return self.import_archive(user_id, read_file("path", Path(path)), mode)
 
     def migrate(self, user_id: str, path: str | os.PathLike[str]) -> int:
         """Import a prototype-era ``preferences.json`` (the file, a prototype user directory
         or a prototype root holding ``<user>/preferences.json``); returns records imported."""
-        return self.store.import_prototype(user_id, _prototype_file(Path(path), user_id))
+        return self.store.import_prototype(user_id, prototype_file(Path(path), user_id))
 
     # ingest -------------------------------------------------------------------------------
     def ingest(
@@ -553,26 +568,6 @@ def _block(variant: str, retrieved: RetrievalResult, project_id: str | None) -> 
     if variant == "critique":
         return build_critique_block(retrieved, project_id)
     return build_prompt_block(retrieved, project_id)
-
-
-def _read(field: str, path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except IsADirectoryError:
-        raise ValidationError(field, f"{path} is a directory") from None
-    except OSError as exc:
-        raise ValidationError(field, f"cannot read {path}: {exc.strerror}") from None
-
-
-def _prototype_file(source: Path, user_id: str) -> Path:
-    if source.is_file():
-        return source
-    for candidate in (source / "preferences.json", source / user_id / "preferences.json"):
-        if candidate.is_file():
-            return candidate
-    raise ValidationError(
-        "path", f"no preferences.json in {source} (nor in {source / user_id})"
-    )
 
 
 def _precheck(value: object, user_id: str) -> str | None:
