@@ -2,7 +2,9 @@
 // page"). Talks to /api/v1 with the session cookie; every write carries X-Requested-With
 // (the daemon's CSRF check). Stored strings are written into the page with textContent only,
 // never as HTML. Times are shown in the viewer's local time zone. Polling is conditional
-// (If-None-Match → 304): nothing is redrawn or refetched while nothing changed.
+// (If-None-Match → 304): nothing is redrawn or refetched while nothing changed. The derivation
+// section previews a version switch before making it; the history control shows the records,
+// Why? and the prompt preview as they were right after an event (docs/time-travel.md).
 "use strict";
 
 (function () {
@@ -11,6 +13,8 @@
   const TIMELINE_MAX = 12;
   const state = {
     memory: null, etag: "", busy: 0, opener: null, timelines: new Map(), pending: new Set(),
+    past: null, asOf: null, hi: 0, projects: new Set(), derivation: null, change: null,
+    switchTo: null, switchOpener: null,
   };
 
   function show(msg) {
@@ -53,7 +57,9 @@
 
   const q = (params) => {
     const s = new URLSearchParams();
-    for (const [k, v] of Object.entries(params)) if (v) s.set(k, v);
+    for (const [k, v] of Object.entries(params)) {
+      if (v !== undefined && v !== null && v !== "") s.set(k, String(v));
+    }
     const t = s.toString();
     return t ? `?${t}` : "";
   };
@@ -143,8 +149,10 @@
   // -- rendering -----------------------------------------------------------------------------
   function renderSettings(m) {
     const s = m.settings;
-    $("whoami").textContent = `Signed in as ${m.user_id} · ${m.event_count} raw events · ` +
-      `derivation v${m.derivation_version}`;
+    $("whoami").textContent = m.as_of
+      ? `Signed in as ${m.user_id} · looking at the past: right after event #${m.as_of.at_seq} · ` +
+        `derivation v${m.derivation_version} then`
+      : `Signed in as ${m.user_id} · ${m.event_count} raw events · derivation v${m.derivation_version}`;
     $("memory-enabled").checked = s.memory_enabled;
     $("diagnostics-feed").checked = s.diagnostics_feed;
     let pause = "Learning is on.";
@@ -160,7 +168,10 @@
     const list = $("project-list");
     list.replaceChildren();
     const disabled = new Set(m.settings.disabled_projects);
-    for (const p of m.projects) {
+    // in the past, projects seen since still appear (the selects keep their choice)
+    for (const p of m.projects) state.projects.add(p);
+    const projects = m.as_of ? [...state.projects].sort() : m.projects;
+    for (const p of projects) {
       const li = el("li");
       const id = `ignore-${p}`;
       const box = el("input", null, { type: "checkbox", id });
@@ -169,12 +180,12 @@
       li.append(box, el("label", `${p}: ignore global memory`, { for: id }));
       list.append(li);
     }
-    if (!m.projects.length) list.append(el("li", "No projects yet.", { class: "hint" }));
+    if (!projects.length) list.append(el("li", "No projects yet.", { class: "hint" }));
     fillSelect($("scope-filter"), [["all", "Everything"], ["global", "Global memory"]],
-      m.projects, "project:");
-    fillSelect($("preview-project"), [["", "(none: global memory)"]], m.projects, "");
+      projects, "project:");
+    fillSelect($("preview-project"), [["", "(none: global memory)"]], projects, "");
     fillSelect($("reset-scope"), [["all", "Everything (and switch memory back on)"],
-      ["global", "Global memory only"]], m.projects, "project:");
+      ["global", "Global memory only"]], projects, "project:");
   }
 
   function injectedIds(m) {
@@ -262,10 +273,14 @@
     const why = el("button", "Why?", { type: "button", "aria-label": `Why: ${label}`,
       "data-focus": `why:${r.id}` });
     why.addEventListener("click", () => explain(r, why));
-    const forget = el("button", "Forget", { type: "button", class: "destructive",
-      "aria-label": `Forget ${label}`, "data-focus": `forget:${r.id}` });
-    forget.addEventListener("click", () => forgetRow(r));
-    actions.append(why, forget);
+    actions.append(why);
+    // Forget erases today's events: not offered on a record of the past (the banner says so)
+    if (!state.asOf) {
+      const forget = el("button", "Forget", { type: "button", class: "destructive",
+        "aria-label": `Forget ${label}`, "data-focus": `forget:${r.id}` });
+      forget.addEventListener("click", () => forgetRow(r));
+      actions.append(forget);
+    }
     li.append(main, actions);
     return li;
   }
@@ -281,13 +296,14 @@
     const inPrompt = m.preferences.filter((r) => injected.has(r.id)).length;
     const where = m.project_id ? `project ${m.project_id}` : "global memory";
     $("counts").textContent = `${rows.length} shown of ${plural(n, "record", "records")}; ` +
-      `${inPrompt} in prompts for ${where}.`;
+      `${inPrompt} in prompts for ${where}${m.as_of ? " then" : ""}.`;
     observeTimelines();
   }
 
   // -- evidence timelines (GET /api/v1/explain, fetched for the cards on screen) --------------
   function timelineKey(r) {
-    return `${r.id}:${r.last_derived_event_seq}:${r.source_event_count}`;
+    const at = state.past ? `@${state.past.at_seq}` : "";
+    return `${r.id}:${r.last_derived_event_seq}:${r.source_event_count}${at}`;
   }
 
   function fillTimeline(box, r) {
@@ -360,24 +376,38 @@
   }
 
   // -- loading, conditionally ----------------------------------------------------------------
+  // The point in the past shown (at_seq or as_of), as query parameters; none: now.
+  const pastQuery = () => (state.past ? { ...state.past } : {});
+
+  async function load(force) {
+    const project = $("preview-project").value;
+    const path = `/api/v1/memory${q({ project_id: project, ...pastQuery() })}`;
+    const headers = !force && state.etag && state.path === path ? { "If-None-Match": state.etag } : {};
+    const res = await send("GET", path, undefined, false, headers);
+    if (res.status === 304) return false;
+    const m = await parse(res);
+    state.memory = m;
+    state.etag = res.headers.get("ETag") || "";
+    state.path = path;
+    state.asOf = m.as_of || null;
+    // a date resolves to the event right before it: the rest of the page asks for that event
+    if (state.asOf) state.past = { at_seq: state.asOf.at_seq };
+    else state.hi = Math.max(m.event_count,
+      ...m.preferences.map((r) => r.last_derived_event_seq || 0));
+    keepingFocus(() => {
+      renderSettings(m);
+      renderProjects(m);
+      renderHistory();
+    });
+    renderRecords(m);
+    await preview();
+    await loadDerivation();
+    return true;
+  }
+
   async function refresh(force) {
     try {
-      const project = $("preview-project").value;
-      const path = `/api/v1/memory${q({ project_id: project })}`;
-      const headers = !force && state.etag && state.path === path ? { "If-None-Match": state.etag } : {};
-      const res = await send("GET", path, undefined, false, headers);
-      if (res.status === 304) return false;
-      const m = await parse(res);
-      state.memory = m;
-      state.etag = res.headers.get("ETag") || "";
-      state.path = path;
-      keepingFocus(() => {
-        renderSettings(m);
-        renderProjects(m);
-      });
-      renderRecords(m);
-      await preview();
-      return true;
+      return await load(force);
     } catch (err) {
       fail(err);
       return false;
@@ -387,24 +417,25 @@
   async function preview() {
     const project = $("preview-project").value;
     const variant = $("preview-variant").value;
-    const text = await api("GET", `/api/v1/prompt${q({ project_id: project, variant })}`);
+    const text = await api("GET", `/api/v1/prompt${q({ project_id: project, variant, ...pastQuery() })}`);
     $("preview").textContent = text || "(empty: nothing would be put into the prompt)";
   }
 
   // -- actions -------------------------------------------------------------------------------
   // Actions run one after another, in the order the person made them; none is dropped. After
   // each, focus goes to ``focus()`` (when given) or stays where it was.
+  // ``done`` is the message (or a function giving it); ``quiet``: no refresh after it.
   let queue = Promise.resolve();
-  function act(fn, done, focus) {
+  function act(fn, done, focus, quiet) {
     state.busy += 1;
     queue = queue.then(async () => {
       try {
         await fn();
-        show(done);
+        show(typeof done === "function" ? done() : done);
       } catch (err) {
         fail(err);
       }
-      await refresh(true);
+      if (!quiet) await refresh(true);
       if (focus) focusOn(focus(), $("h-inspector"));
       state.busy -= 1;
     });
@@ -419,7 +450,7 @@
 
   function explainPath(r) {
     return `/api/v1/explain/${encodeURIComponent(r.preference_type)}/` +
-      `${encodeURIComponent(r.pattern)}${q({ project_id: projectOf(r.scope) })}`;
+      `${encodeURIComponent(r.pattern)}${q({ project_id: projectOf(r.scope), ...pastQuery() })}`;
   }
 
   function forgetRow(r) {
@@ -448,7 +479,8 @@
       state.opener = { key: `why:${r.id}` };
       $("h-why").textContent = `Why? ${r.preference_type} / ${r.pattern} (${r.scope})`;
       $("why-summary").textContent = `${plural(e.steps.length, "event", "events")} shaped this ` +
-        `record (derivation v${e.derivation_version}); the trace ends at the current record. ` +
+        `record (derivation v${e.derivation_version}); the trace ends at the ` +
+        `${state.asOf ? `record as it was right after event #${state.asOf.at_seq}` : "current record"}. ` +
         "Times are in your time zone.";
       const list = $("why-steps");
       list.replaceChildren();
@@ -488,6 +520,226 @@
   function closeWhy() {
     $("why").hidden = true;
     focusOn(findKey(state.opener), $("h-inspector"));
+  }
+
+  // -- looking back: a point in the past for the records, Why? and the prompt preview ---------
+  // (GET /api/v1/memory, /explain and /prompt with at_seq; a date is sent as as_of once and
+  // the event it resolves to is used from then on; docs/time-travel.md)
+  function pastWords(a) {
+    if (!a.events) return "before the first event";
+    return `right after event #${a.at_seq} (${plural(a.events, "event", "events")} in, ` +
+      `recorded ${localTime(a.recorded_at)})`;
+  }
+
+  let slideTimer = null;
+  function renderHistory() {
+    const a = state.asOf;
+    const slider = $("history-seq");
+    slider.max = String(state.hi);
+    if (!slideTimer) slider.value = String(a ? a.at_seq : state.hi);
+    sliderLabel();
+    document.body.classList.toggle("past", Boolean(a));
+    $("history-state").textContent = a
+      ? `Showing the past: memory ${pastWords(a)}, derived under version ${a.derivation_version}.`
+      : "Showing memory now.";
+    $("history-now").hidden = !a;
+    $("past-banner").hidden = !a;
+    if (a) {
+      $("past-text").textContent = `The past: memory ${pastWords(a)}, derivation ` +
+        `v${a.derivation_version}. Forget is not offered here: it acts on today's memory.`;
+    }
+    for (const [id, text] of [
+      ["why-past", a && `As it was ${pastWords(a)}.`],
+      ["preview-past", a && `The block as it was ${pastWords(a)}, derivation v${a.derivation_version}.`],
+      ["reset-past", a && "You are looking at the past above: Reset acts on today's memory."],
+    ]) {
+      $(id).hidden = !a;
+      if (a) $(id).textContent = text;
+    }
+  }
+
+  function sliderLabel() {
+    const v = Number($("history-seq").value);
+    $("history-seq-value").textContent = v >= state.hi ? `#${v} (now)` : `#${v}`;
+  }
+
+  function travel(point, focus) {
+    return act(async () => {
+      const before = state.past;
+      state.past = point;
+      try {
+        await load(true);
+      } catch (err) {
+        state.past = before;
+        throw err;
+      }
+    }, () => (state.asOf ? `Showing memory ${pastWords(state.asOf)}.` : "Showing memory now."),
+    focus, true);
+  }
+
+  function slid() {
+    clearTimeout(slideTimer);
+    slideTimer = null;
+    const v = Number($("history-seq").value);
+    const now = v >= state.hi;
+    if (now ? !state.past : state.past && state.past.at_seq === v) return Promise.resolve();
+    return travel(now ? null : { at_seq: v });
+  }
+
+  // -- derivation: the version in force, a preview of a switch, the switch and switching back -
+  // (GET/POST /api/v1/derivation, GET /api/v1/derivation/preview)
+  async function loadDerivation() {
+    const d = await api("GET", "/api/v1/derivation");
+    state.derivation = d;
+    keepingFocus(() => renderDerivation(d));
+  }
+
+  function renderDerivation(d) {
+    $("derivation-state").textContent = `Version ${d.in_force} is in force ` +
+      (d.chosen ? `(you chose it; the default is version ${d.default}).`
+        : "(the default: you have not chosen one).");
+    const select = $("derivation-version");
+    const keep = select.value;
+    select.replaceChildren(...d.known.map((v) => el("option", `Version ${v}` +
+      (v === d.in_force ? " (in force)" : "") + (v === d.default ? " (default)" : ""), { value: v })));
+    const others = d.known.filter((v) => v !== d.in_force);
+    select.value = d.known.includes(keep) && keep ? keep
+      : others.includes(d.default) ? d.default : others[others.length - 1] || d.in_force;
+    const last = d.history[d.history.length - 1];
+    const back = $("derivation-back");
+    back.hidden = !(last && last.version === d.in_force && last.previous !== d.in_force);
+    if (!back.hidden) back.textContent = `Switch back to version ${last.previous}`;
+    const list = $("derivation-history");
+    list.replaceChildren(...d.history.map((c) => {
+      const li = el("li");
+      li.append(el("time", localTime(c.at), { datetime: c.at }),
+        `: from version ${c.previous} to version ${c.version}`);
+      return li;
+    }));
+    if (!d.history.length) list.append(el("li", "No switches yet.", { class: "none" }));
+    // a preview made under another version in force is out of date
+    if (state.change && state.change.from_version !== d.in_force) {
+      state.change = null;
+      $("derivation-result").hidden = true;
+    }
+  }
+
+  const FIELDS = { signal_strength: "strength", confidence: "confidence", polarity: "polarity",
+    polarity_status: "status", accept_count: "acceptances", reject_count: "rejections" };
+
+  function fieldValue(f, r) {
+    if (f === "polarity") return r.polarity === "negative" ? "avoid" : "prefer";
+    if (f === "signal_strength") return fmt(r.signal_strength);
+    return String(r[f]);
+  }
+
+  function whereWords(scope) {
+    return scope === "global" ? "global memory" : `project ${projectOf(scope) || scope}`;
+  }
+
+  function recordSentence(c) {
+    const name = `${human(c.pattern)} (${c.preference_type}, ${whereWords(c.scope)}` +
+      `${c.shadow ? ", shadow record" : ""})`;
+    const side = (r) => `${fieldValue("polarity", r)}, strength ${fmt(r.signal_strength)}, ` +
+      `${r.confidence} confidence`;
+    if (c.change === "added") return ["Added:", ` ${name} — ${side(c.after)}.`];
+    if (c.change === "removed") return ["Removed:", ` ${name} — was ${side(c.before)}.`];
+    const what = c.fields.map((f) => `${FIELDS[f] || f} ${fieldValue(f, c.before)} → ` +
+      `${fieldValue(f, c.after)}`).join("; ");
+    return ["Changed:", ` ${name} — ${what}.`];
+  }
+
+  function injectionItem(x) {
+    const li = el("li", null, { class: `change ${x.change}` });
+    const verb = x.polarity === "negative" ? "avoid" : "prefer";
+    li.append(el("span", x.change === "in" ? "In:" : "Out:", { class: "change-kind" }),
+      ` ${human(x.pattern)} (${x.preference_type}, ${verb}) — ` +
+      (x.change === "in" ? "would be put into generations." : "would no longer be put into generations."));
+    if (x.reasons.length) li.append(el("span", `Why: ${x.reasons.join("; ")}`, { class: "reasons" }));
+    return li;
+  }
+
+  // Each block's lines; a line missing from the other block is marked (− removed, + added).
+  function fillBlock(pre, text, other, mark) {
+    const there = new Set(other.split("\n"));
+    pre.replaceChildren();
+    if (!text) {
+      pre.textContent = "(empty: nothing would be put into the prompt)";
+      return;
+    }
+    for (const line of text.split("\n")) {
+      const differs = !there.has(line);
+      pre.append(el("span", `${differs ? (mark === "del" ? "− " : "+ ") : "  "}${line}`,
+        { class: differs ? `line ${mark}` : "line" }));
+    }
+  }
+
+  function renderChange(p) {
+    const c = p.change;
+    const where = p.project_id ? `project ${p.project_id}` : "global memory";
+    $("h-derivation-result").textContent = p.from_version === p.to_version
+      ? `Version ${p.to_version} is already in force`
+      : `From version ${p.from_version} to version ${p.to_version} (${where})`;
+    const ins = c.injection.filter((x) => x.change === "in").length;
+    $("derivation-summary").textContent = `${plural(c.records.length, "record changes",
+      "records change")}, ${c.unchanged} stay the same; ${ins} would enter and ` +
+      `${c.injection.length - ins} would leave what generations get; the block ` +
+      `${c.block_changed ? "changes" : "stays the same"}.`;
+    $("derivation-records").replaceChildren(...c.records.map((r) => {
+      const [kind, rest] = recordSentence(r);
+      const li = el("li", null, { class: `change ${r.change}` });
+      li.append(el("span", kind, { class: "change-kind" }), rest);
+      return li;
+    }));
+    if (!c.records.length) $("derivation-records").append(el("li", "No record changes."));
+    $("derivation-injection").replaceChildren(...c.injection.map(injectionItem));
+    if (!c.injection.length) {
+      $("derivation-injection").append(el("li", "The same records are put into generations."));
+    }
+    $("h-block-before").textContent = `Now (version ${p.from_version})`;
+    $("h-block-after").textContent = `After the switch (version ${p.to_version})`;
+    fillBlock($("block-before"), c.block_before, c.block_after, "del");
+    fillBlock($("block-after"), c.block_after, c.block_before, "add");
+    $("derivation-block-note").textContent = c.block_changed
+      ? "The block changes: lines only in the current block are marked −, lines only in the new one +."
+      : "The block is the same under both versions.";
+    const sw = $("derivation-switch");
+    sw.hidden = p.from_version === p.to_version;
+    sw.textContent = `Switch to version ${p.to_version}`;
+    $("derivation-result").hidden = false;
+  }
+
+  function previewSwitch() {
+    const version = $("derivation-version").value;
+    const project = $("preview-project").value;
+    return act(async () => {
+      const p = await api("GET", `/api/v1/derivation/preview${q({ version, project_id: project })}`);
+      state.change = p;
+      renderChange(p);
+    }, () => (state.change ? `Preview of version ${state.change.to_version} ready.` : ""),
+    () => $("h-derivation-result"), true);
+  }
+
+  function askSwitch(to, opener) {
+    const from = state.derivation ? state.derivation.in_force : "?";
+    state.switchTo = to;
+    state.switchOpener = opener;
+    $("derivation-dialog-title").textContent = `Switch to version ${to}?`;
+    $("derivation-dialog-text").textContent = `From now on every generation gets memory derived ` +
+      `under version ${to} instead of version ${from}. No event is changed or deleted, and you ` +
+      "can switch back at any time.";
+    $("derivation-confirm").textContent = `Switch to version ${to}`;
+    $("derivation-dialog").showModal();
+    $("derivation-cancel").focus();
+  }
+
+  function doSwitch() {
+    const version = state.switchTo;
+    state.switchTo = null;
+    $("derivation-dialog").close();
+    return act(() => api("POST", "/api/v1/derivation", { version }),
+      `Switched to derivation version ${version}.`,
+      () => (!$("derivation-back").hidden ? $("derivation-back") : $("derivation-version")));
   }
 
   function wire() {
@@ -561,11 +813,44 @@
       act(() => api("POST", "/api/v1/reset", { confirm: true, scope }), "Memory erased.",
         () => $("reset"));
     });
+    $("derivation-preview").addEventListener("click", previewSwitch);
+    $("derivation-switch").addEventListener("click", (ev) => {
+      if (state.change) askSwitch(state.change.to_version, ev.currentTarget);
+    });
+    $("derivation-back").addEventListener("click", (ev) => {
+      const h = state.derivation && state.derivation.history;
+      if (h && h.length) askSwitch(h[h.length - 1].previous, ev.currentTarget);
+    });
+    const switchDialog = $("derivation-dialog");
+    $("derivation-confirm").addEventListener("click", doSwitch);
+    $("derivation-cancel").addEventListener("click", () => switchDialog.close());
+    switchDialog.addEventListener("close", () => {
+      if (state.switchTo !== null) {  // cancelled (Cancel or Escape): back where it was opened
+        state.switchTo = null;
+        focusOn(state.switchOpener, $("derivation-version"));
+      }
+    });
+    $("history-seq").addEventListener("input", () => {
+      sliderLabel();
+      clearTimeout(slideTimer);
+      slideTimer = setTimeout(slid, 400);
+    });
+    $("history-seq").addEventListener("change", slid);
+    $("history-go").addEventListener("click", () => {
+      const v = $("history-date").value;
+      if (!v) {
+        fail(new Error("Choose a date and time first."));
+        return;
+      }
+      travel({ as_of: new Date(v).toISOString() }, () => $("history-go"));
+    });
+    $("history-now").addEventListener("click", () => travel(null, () => $("history-seq")));
+    $("past-now").addEventListener("click", () => travel(null, () => $("h-inspector")));
     document.addEventListener("visibilitychange", () => {
       if (!document.hidden) refresh(false);
     });
     setInterval(() => {
-      if (!document.hidden && !state.busy && !dialog.open) refresh(false);
+      if (!document.hidden && !state.busy && !dialog.open && !switchDialog.open) refresh(false);
     }, POLL_MS);
   }
 
