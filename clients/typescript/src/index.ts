@@ -26,6 +26,17 @@ export type ResetRequest = Schemas["ResetRequest"];
 export type ResetResult = Schemas["ResetResult"];
 export type Archive = Schemas["Archive"];
 export type ImportResult = Schemas["ImportResult"];
+export type AsOf = Schemas["AsOf"];
+export type DerivationInfo = Schemas["DerivationInfo"];
+export type VersionChange = Schemas["VersionChange"];
+export type DerivationRequest = Schemas["DerivationRequest"];
+export type SettingsUpdate = Schemas["SettingsUpdate"];
+export type PreviewResult = Schemas["PreviewResult"];
+export type PromptChange = Schemas["PromptChange"];
+export type RecordChange = Schemas["RecordChange"];
+export type InjectionChange = Schemas["InjectionChange"];
+/** A derivation version the daemon knows (the OpenAPI document's enum). */
+export type DerivationVersion = DerivationRequest["version"];
 
 type PromptQuery = NonNullable<operations["prompt"]["parameters"]["query"]>;
 /** Which memory block GET /api/v1/prompt returns. */
@@ -53,8 +64,17 @@ export interface ProjectOption {
   projectId?: string | null;
 }
 
+/**
+ * A point in the past (docs/time-travel.md): right after event `atSeq`, or as of the ISO 8601
+ * time `asOf` (a bare date is its midnight UTC). Give at most one; absent means now.
+ */
+export interface PointOption {
+  atSeq?: number | null;
+  asOf?: string | null;
+}
+
 /** The memory block to retrieve. */
-export interface PromptOptions extends ProjectOption {
+export interface PromptOptions extends ProjectOption, PointOption {
   variant?: PromptVariant;
 }
 
@@ -66,6 +86,13 @@ type Outcome<D> = { data?: D; error?: unknown; response: Response };
 function project(options: ProjectOption | undefined): { project_id?: string } {
   const id = options?.projectId;
   return id ? { project_id: id } : {};
+}
+
+function point(options: PointOption | undefined): { at_seq?: number; as_of?: string } {
+  const out: { at_seq?: number; as_of?: string } = {};
+  if (options?.atSeq !== undefined && options.atSeq !== null) out.at_seq = options.atSeq;
+  if (options?.asOf !== undefined && options.asOf !== null) out.as_of = options.asOf;
+  return out;
 }
 
 /** The daemon's HTTP API, one method per operation of its OpenAPI document. */
@@ -115,7 +142,7 @@ export class CreativeMemoryClient {
 
   /** GET /api/v1/prompt?format=json: the memory block for a project, with its diagnostics. */
   prompt(options: PromptOptions = {}): Promise<PromptResult> {
-    const query: PromptQuery = { ...project(options), format: "json" };
+    const query: PromptQuery = { ...project(options), ...point(options), format: "json" };
     if (options.variant) query.variant = options.variant;
     return this.run(
       () => this.raw.GET("/api/v1/prompt", { params: { query } }) as Promise<Outcome<PromptResult>>,
@@ -124,7 +151,7 @@ export class CreativeMemoryClient {
 
   /** GET /api/v1/prompt: the memory block alone, as text ("" when there is none). */
   async promptText(options: PromptOptions = {}): Promise<string> {
-    const query: PromptQuery = { ...project(options), format: "text" };
+    const query: PromptQuery = { ...project(options), ...point(options), format: "text" };
     if (options.variant) query.variant = options.variant;
     // an empty block is an empty body, which openapi-fetch reads as no data at all
     const text = await this.run(() => this.raw.GET("/api/v1/prompt", { params: { query }, parseAs: "text" }));
@@ -146,18 +173,42 @@ export class CreativeMemoryClient {
     return text ?? "";
   }
 
-  /** GET /api/v1/memory: everything in the user's memory (records, settings, retrieval). */
-  inspect(options: ProjectOption = {}): Promise<MemoryView> {
-    return this.run(() => this.raw.GET("/api/v1/memory", { params: { query: project(options) } }));
+  /** GET /api/v1/memory: everything in the user's memory (records, settings, retrieval), now or at a point. */
+  inspect(options: ProjectOption & PointOption = {}): Promise<MemoryView> {
+    const query = { ...project(options), ...point(options) };
+    return this.run(() => this.raw.GET("/api/v1/memory", { params: { query } }));
   }
 
   /** GET /api/v1/explain/{type}/{pattern}: why a pattern is (or is not) in the memory block. */
-  explain(preferenceType: string, pattern: string, options: ProjectOption = {}): Promise<Explanation> {
+  explain(
+    preferenceType: string,
+    pattern: string,
+    options: ProjectOption & PointOption = {},
+  ): Promise<Explanation> {
     return this.run(() =>
       this.raw.GET("/api/v1/explain/{preference_type}/{pattern}", {
-        params: { path: { preference_type: preferenceType, pattern }, query: project(options) },
+        params: {
+          path: { preference_type: preferenceType, pattern },
+          query: { ...project(options), ...point(options) },
+        },
       }),
     );
+  }
+
+  /** GET /api/v1/derivation: the derivation version in force, the default, the known versions, the switches. */
+  derivation(): Promise<DerivationInfo> {
+    return this.run(() => this.raw.GET("/api/v1/derivation"));
+  }
+
+  /** POST /api/v1/derivation: switch the user's derivation version (reversible; `changed` false for a no-op). */
+  useDerivation(version: DerivationVersion): Promise<SettingsUpdate> {
+    return this.run(() => this.raw.POST("/api/v1/derivation", { body: { version } }));
+  }
+
+  /** GET /api/v1/derivation/preview: what switching to `version` would change. Writes nothing. */
+  previewDerivation(version: DerivationVersion, options: ProjectOption = {}): Promise<PreviewResult> {
+    const query = { ...project(options), version };
+    return this.run(() => this.raw.GET("/api/v1/derivation/preview", { params: { query } }));
   }
 
   /** DELETE /api/v1/preferences/{type}/{pattern}: erase every raw event about a pattern. */

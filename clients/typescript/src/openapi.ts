@@ -158,6 +158,41 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/derivation": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The derivation version in force for the user, the default, the known versions and the user's switches. */
+        get: operations["derivation"];
+        put?: never;
+        /** Switch the user's derivation version (reversible; the log is untouched). An unknown version is a 422 naming `version`. */
+        post: operations["useDerivation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/derivation/preview": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What switching to `version` would change: records, the injected set with reasons, the generation block. Writes nothing. */
+        get: operations["previewDerivation"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/export": {
         parameters: {
             query?: never;
@@ -239,6 +274,11 @@ export interface components {
             project_id: string | null;
             retrieval: components["schemas"]["RetrievalResult"];
             projects: string[];
+            /**
+             * @description The point shown, when at_seq or as_of was given.
+             * @default null
+             */
+            as_of?: components["schemas"]["AsOf"] | null;
         };
         /**
          * SettingsView
@@ -291,6 +331,16 @@ export interface components {
             project_overrides?: components["schemas"]["Preference"][];
             /** @default [] */
             diagnostics?: Record<string, unknown>[];
+        };
+        /**
+         * AsOf
+         * @description The point in a user's history a result describes: right after event ``at_seq``.
+         */
+        AsOf: {
+            at_seq: number;
+            recorded_at: string;
+            derivation_version: string;
+            events: number;
         };
         /**
          * WireEvent
@@ -394,6 +444,8 @@ export interface components {
             diagnostics_feed: string;
             /** @default null */
             prompt?: string | null;
+            /** @default null */
+            as_of?: components["schemas"]["AsOf"] | null;
         };
         /**
          * ForgetResult
@@ -525,6 +577,97 @@ export interface components {
         SignedOut: {
             signed_out: boolean;
         };
+        /**
+         * DerivationInfo
+         * @description The derivation version a user's memory uses, the store's default, every known
+         *     version, and the user's switches (docs/time-travel.md).
+         */
+        DerivationInfo: {
+            user_id: string;
+            in_force: string;
+            default: string;
+            chosen: boolean;
+            known: string[];
+            history: components["schemas"]["VersionChange"][];
+        };
+        /**
+         * VersionChange
+         * @description One switch of a user's derivation version: when, and from which to which.
+         */
+        VersionChange: {
+            at: string;
+            version: string;
+            previous: string;
+        };
+        /**
+         * DerivationRequest
+         * @description POST /api/v1/derivation: the derivation version the user's memory is to use.
+         */
+        DerivationRequest: {
+            /**
+             * @description A derivation version (docs/engine.md).
+             * @enum {string}
+             */
+            version: "1" | "2" | "3" | "4";
+        };
+        /**
+         * SettingsUpdate
+         * @description A user's settings after one switch, and whether the switch changed anything.
+         */
+        SettingsUpdate: {
+            changed: boolean;
+            settings: components["schemas"]["SettingsView"];
+        };
+        /**
+         * PreviewResult
+         * @description What switching ``user_id``'s memory to ``to_version`` would change (docs/time-travel.md).
+         */
+        PreviewResult: {
+            user_id: string;
+            project_id: string | null;
+            from_version: string;
+            to_version: string;
+            change: components["schemas"]["PromptChange"];
+        };
+        /**
+         * PromptChange
+         * @description How the records, the retrieval and the generation block change between two sides.
+         */
+        PromptChange: {
+            records: components["schemas"]["RecordChange"][];
+            unchanged: number;
+            injection: components["schemas"]["InjectionChange"][];
+            block_before: string;
+            block_after: string;
+            block_changed: boolean;
+        };
+        /**
+         * RecordChange
+         * @description One record that differs: added, removed, or changed in the ``fields`` named.
+         */
+        RecordChange: {
+            scope: string;
+            preference_type: string;
+            pattern: string;
+            shadow: boolean;
+            /** @enum {unknown} */
+            change: "added" | "changed" | "removed";
+            fields: string[];
+            before: components["schemas"]["Preference"] | null;
+            after: components["schemas"]["Preference"] | null;
+        };
+        /**
+         * InjectionChange
+         * @description A record that enters or leaves what a generation gets, and why.
+         */
+        InjectionChange: {
+            preference_type: string;
+            pattern: string;
+            polarity: string;
+            /** @enum {unknown} */
+            change: "in" | "out";
+            reasons: string[];
+        };
     };
     responses: never;
     parameters: never;
@@ -605,6 +748,8 @@ export interface operations {
         parameters: {
             query?: {
                 project_id?: string;
+                at_seq?: number;
+                as_of?: string;
             };
             header?: {
                 "If-None-Match"?: string;
@@ -764,6 +909,8 @@ export interface operations {
         parameters: {
             query?: {
                 project_id?: string;
+                at_seq?: number;
+                as_of?: string;
             };
             header?: never;
             path: {
@@ -1028,6 +1175,8 @@ export interface operations {
                 project_id?: string;
                 variant?: "critique" | "generation" | "legacy";
                 format?: "json" | "text";
+                at_seq?: number;
+                as_of?: string;
             };
             header?: never;
             path?: never;
@@ -1300,6 +1449,208 @@ export interface operations {
             };
             /** @description Request body is not JSON. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Invalid input; `field` names it. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description The daemon could not complete the request; `correlation_id` finds it in the log. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+        };
+    };
+    derivation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DerivationInfo"];
+                };
+            };
+            /** @description Missing or invalid credentials. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Forbidden: a cookie write without the CSRF header, or a foreign Host. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description The daemon could not complete the request; `correlation_id` finds it in the log. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+        };
+    };
+    useDerivation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DerivationRequest"];
+            };
+        };
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SettingsUpdate"];
+                };
+            };
+            /** @description Malformed request (not JSON, bad encoding, empty). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Missing or invalid credentials. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Forbidden: a cookie write without the CSRF header, or a foreign Host. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Request body too large. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Request body is not JSON. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Invalid input; `field` names it. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description The daemon could not complete the request; `correlation_id` finds it in the log. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+        };
+    };
+    previewDerivation: {
+        parameters: {
+            query: {
+                version: "1" | "2" | "3" | "4";
+                project_id?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PreviewResult"];
+                };
+            };
+            /** @description Malformed request (not JSON, bad encoding, empty). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Missing or invalid credentials. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Forbidden: a cookie write without the CSRF header, or a foreign Host. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

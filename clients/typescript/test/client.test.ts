@@ -11,6 +11,7 @@ import {
   ProblemError,
   TransportError,
   ValidationProblem,
+  type DerivationVersion,
   type WireEvent,
 } from "../src/index.js";
 
@@ -57,6 +58,9 @@ const METHOD_OF: Record<string, keyof CreativeMemoryClient> = {
   changeSettings: "changeSettings",
   export: "exportArchive",
   import: "importArchive",
+  derivation: "derivation",
+  useDerivation: "useDerivation",
+  previewDerivation: "previewDerivation",
 };
 
 describe("the client against a live daemon", () => {
@@ -135,6 +139,58 @@ describe("the client against a live daemon", () => {
       assert.match(err.detail, /nothing to explain/);
       return true;
     });
+  });
+
+  test("inspect, explain and prompt at a point in the past (atSeq / asOf)", async () => {
+    const why = await client.explain("color", "neon_palette", { projectId: PROJECT });
+    const first = why.steps[0]!.seq;
+    const then = await client.explain("color", "neon_palette", { projectId: PROJECT, atSeq: first });
+    assert.equal(then.steps.length, 1);
+    const view = await client.inspect({ projectId: PROJECT, atSeq: first });
+    assert.equal(view.as_of?.at_seq, first);
+    assert.equal(view.event_count, view.as_of?.events);
+    assert.equal((await client.inspect({ projectId: PROJECT })).as_of ?? null, null);
+    const before = await client.prompt({ projectId: PROJECT, asOf: "2001-01-01" });
+    assert.equal(before.block, "");
+    assert.equal(before.as_of?.events, 0);
+    assert.equal(await client.promptText({ projectId: PROJECT, atSeq: 0 }), "");
+    const now = await client.prompt({ projectId: PROJECT, asOf: "2999-01-01T00:00:00Z" });
+    assert.equal(now.block, (await client.prompt({ projectId: PROJECT })).block);
+    for (const [options, field] of [[{ atSeq: -1 }, "at_seq"], [{ asOf: "last tuesday" }, "as_of"]] as const) {
+      await assert.rejects(client.inspect(options), (err: unknown) => {
+        assert.ok(err instanceof ValidationProblem);
+        assert.equal(err.field, field);
+        return true;
+      });
+    }
+  });
+
+  test("derivation: show, preview a switch, switch and back", async () => {
+    const info = await client.derivation();
+    assert.equal(info.user_id, user);
+    assert.ok(info.known.includes(info.in_force));
+    const other = info.known.find((v) => v !== info.in_force) as DerivationVersion;
+    const preview = await client.previewDerivation(other, { projectId: PROJECT });
+    assert.equal(preview.from_version, info.in_force);
+    assert.equal(preview.to_version, other);
+    assert.equal(preview.project_id, PROJECT);
+    assert.equal(typeof preview.change.block_changed, "boolean");
+    assert.deepEqual(await client.derivation(), info); // a preview writes nothing
+    assert.equal((await client.useDerivation(other)).changed, true);
+    const switched = await client.derivation();
+    assert.equal(switched.in_force, other);
+    assert.equal(switched.history.at(-1)?.version, other);
+    const back = info.in_force as DerivationVersion;
+    assert.equal((await client.useDerivation(back)).changed, true);
+    assert.equal((await client.useDerivation(back)).changed, false);
+    for (const send of [() => client.useDerivation("9" as DerivationVersion), () => client.previewDerivation("9" as DerivationVersion)]) {
+      await assert.rejects(send(), (err: unknown) => {
+        assert.ok(err instanceof ValidationProblem);
+        assert.equal(err.status, 422);
+        assert.equal(err.field, "version");
+        return true;
+      });
+    }
   });
 
   test("forget erases the events about a pattern and says how many", async () => {

@@ -9,15 +9,20 @@ from typing import Annotated, Any, Final, Literal
 import msgspec
 from msgspec import Meta
 
+from creative_memory.app.results import AsOf
 from creative_memory.app.service import (
+    DerivationInfo,
     ForgetResult,
     ImportResult,
     IngestResult,
+    PreviewResult,
     PromptResult,
     ResetResult,
     SettingsChange,
+    SettingsUpdate,
     SettingsView,
 )
+from creative_memory.engine.derivation.registry import known_versions
 from creative_memory.engine.explain import Explanation
 from creative_memory.engine.ids import SAFE_ID_CHARS
 from creative_memory.engine.models import Preference, RetrievalResult
@@ -38,6 +43,22 @@ VariantParam = Annotated[
 FormatParam = Annotated[Literal["text", "json"], Meta(description="text/plain or JSON.")]
 ModeParam = Annotated[Literal["merge", "replace"], Meta(description="How to import.")]
 PathSegment = Annotated[str, Meta(min_length=1, description="Percent-encode '/' as %2F.")]
+AtSeqParam = Annotated[
+    int,
+    Meta(ge=0, description="Right after this event (docs/time-travel.md); not with as_of."),
+]
+AsOfParam = Annotated[
+    str,
+    Meta(
+        min_length=1,
+        description="As of this ISO 8601 time: right after the last event recorded by then "
+        "(a bare date is its midnight UTC; docs/time-travel.md); not with at_seq.",
+    ),
+]
+_KNOWN: Final = {"enum": list(known_versions())}
+VersionParam = Annotated[
+    str, Meta(description="A derivation version (docs/engine.md).", extra_json_schema=_KNOWN)
+]
 
 
 # -- request bodies --------------------------------------------------------------------------
@@ -50,6 +71,12 @@ class ComposeRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         "generation"
     )
     format: FormatParam = "text"
+
+
+class DerivationRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """POST /api/v1/derivation: the derivation version the user's memory is to use."""
+
+    version: VersionParam
 
 
 class ResetRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -106,6 +133,9 @@ class MemoryView(msgspec.Struct, kw_only=True):
     project_id: str | None
     retrieval: RetrievalResult
     projects: list[str]
+    as_of: Annotated[
+        AsOf | None, Meta(description="The point shown, when at_seq or as_of was given.")
+    ] = None
 
 
 class Archive(msgspec.Struct, kw_only=True):
@@ -150,4 +180,9 @@ COMPONENTS: Final = (
     Archive,
     ImportResult,
     SignedOut,
+    AsOf,
+    DerivationInfo,
+    DerivationRequest,
+    SettingsUpdate,
+    PreviewResult,
 )

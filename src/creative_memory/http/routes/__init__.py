@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from creative_memory.http.routes import events, memory, page, portability, prompt, settings
+from creative_memory.http.routes import (
+    derivation,
+    events,
+    memory,
+    page,
+    portability,
+    prompt,
+    settings,
+)
 from creative_memory.http.routes.common import Operation
 
 #: Every route of the daemon, in mounting order.
@@ -12,6 +20,7 @@ OPERATIONS: tuple[Operation, ...] = (
     *events.OPERATIONS,
     *prompt.OPERATIONS,
     *settings.OPERATIONS,
+    *derivation.OPERATIONS,
     *portability.OPERATIONS,
 )
 

@@ -18,6 +18,7 @@ from starlette.responses import Response
 
 from creative_memory.http.config import MAX_JSON_DEPTH
 from creative_memory.http.problems import Problem, invalid, not_found
+from creative_memory.http.schemas import AsOfParam, AtSeqParam
 from creative_memory.http.state import Daemon
 
 T = TypeVar("T")
@@ -170,6 +171,23 @@ def query(request: Request, name: str) -> str | None:
 def project_query(request: Request) -> str | None:
     """``?project_id=``: empty or absent means no project."""
     return query(request, "project_id") or None
+
+
+#: ``at_seq`` / ``as_of``: the past, right after an event or as of a time (docs/time-travel.md).
+POINT: Final = (Param("at_seq", "query", AtSeqParam), Param("as_of", "query", AsOfParam))
+_EVENT_NUMBER = re.compile(r"-?[0-9]{1,30}")
+
+
+def point_query(request: Request) -> tuple[int | None, str | None]:
+    """``?at_seq=N`` / ``?as_of=TIME`` (docs/time-travel.md): parsed, not judged — a
+    negative number, a bad time or both given are the service's to refuse."""
+    raw = query(request, "at_seq")
+    at_seq: int | None = None
+    if raw is not None:
+        if _EVENT_NUMBER.fullmatch(raw) is None:
+            raise invalid(f"at_seq must be an event number >= 0, got {raw[:40]!r}", "at_seq")
+        at_seq = int(raw)
+    return at_seq, query(request, "as_of")
 
 
 def response_format(request: Request) -> str:

@@ -16,11 +16,13 @@ from creative_memory.http.routes.common import (
     IF_NONE_MATCH,
     JSON,
     NOT_MODIFIED,
+    POINT,
     Operation,
     Param,
     conditional,
     daemon,
     encode,
+    point_query,
     project_query,
     read_struct,
     type_and_pattern,
@@ -44,9 +46,11 @@ async def get_memory(request: Request) -> Response:
     d = daemon(request)
     user = d.auth.authenticate(request)
     project_id = project_query(request)
+    at_seq, as_of = point_query(request)
     doc = await run_in_threadpool(
-        d.timed, "inspect", user, project_id, lambda: d.service.inspect(user, project_id)
-    )
+        d.timed, "inspect", user, project_id,
+        lambda: d.service.inspect(user, project_id, at_seq=at_seq, as_of=as_of),
+    )  # fmt: skip
     return conditional(request, encode(doc))
 
 
@@ -56,7 +60,10 @@ async def get_explain(request: Request) -> Response:
     user = d.auth.authenticate(request)
     ptype, pattern = type_and_pattern(request, "/api/v1/explain/")
     project_id = project_query(request)
-    result = await run_in_threadpool(d.service.explain, user, ptype, pattern, project_id)
+    at_seq, as_of = point_query(request)
+    result = await run_in_threadpool(
+        lambda: d.service.explain(user, ptype, pattern, project_id, at_seq=at_seq, as_of=as_of)
+    )
     return encode(result)
 
 
@@ -89,7 +96,7 @@ OPERATIONS = (
     Operation(
         "GET", "/api/v1/memory", get_memory, "inspect",
         "Everything in the user's memory (MemoryService.inspect).",
-        params=(_PROJECT, IF_NONE_MATCH), responses={JSON: MemoryView},
+        params=(_PROJECT, *POINT, IF_NONE_MATCH), responses={JSON: MemoryView},
         errors=(400, 401, 403, 422), headers=ETAG_HEADERS, statuses=NOT_MODIFIED,
     ),
     Operation(
@@ -101,7 +108,7 @@ OPERATIONS = (
     Operation(
         "GET", "/api/v1/explain/{preference_type}/{pattern}", get_explain, "explain",
         "The derivation trace of a pattern (the page's 'Why?').",
-        route_path="/api/v1/explain/{rest:path}", params=(*_TYPE_PATTERN, _PROJECT),
+        route_path="/api/v1/explain/{rest:path}", params=(*_TYPE_PATTERN, _PROJECT, *POINT),
         responses={JSON: Explanation}, errors=(400, 401, 403, 404, 422),
     ),
     Operation(

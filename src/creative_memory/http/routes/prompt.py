@@ -9,11 +9,13 @@ from starlette.responses import Response
 from creative_memory.app.service import PromptResult
 from creative_memory.http.routes.common import (
     JSON,
+    POINT,
     TEXT,
     Operation,
     Param,
     daemon,
     encode,
+    point_query,
     project_query,
     query,
     read_struct,
@@ -35,9 +37,10 @@ async def get_prompt(request: Request) -> Response:
     project_id = project_query(request)
     variant = query(request, "variant") or "generation"
     fmt = response_format(request)
+    at_seq, as_of = point_query(request)
     result = await run_in_threadpool(
         d.timed, "retrieve", user, project_id,
-        lambda: d.service.prompt(user, project_id, variant),
+        lambda: d.service.prompt(user, project_id, variant, at_seq=at_seq, as_of=as_of),
     )  # fmt: skip
     return _render(result, result.block, fmt)
 
@@ -61,7 +64,7 @@ OPERATIONS = (
         "The memory block for a project (text, or JSON with format=json).",
         params=(Param("project_id", "query", ProjectParam),
                 Param("variant", "query", VariantParam),
-                Param("format", "query", FormatParam)),
+                Param("format", "query", FormatParam), *POINT),
         responses={TEXT: str, JSON: PromptResult}, errors=(400, 401, 403, 422),
     ),
     Operation(
