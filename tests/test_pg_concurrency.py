@@ -195,8 +195,13 @@ def test_two_daemons_ingest_for_the_same_users(pg_url: str, tmp_path: Path) -> N
             assert body["rejected"] == 0 and body["coalesced"] == 0, json.dumps(body)
             return int(body["accepted"])
 
-        with concurrent.futures.ThreadPoolExecutor(max_workers=12) as pool:
-            accepted = sum(pool.map(send, jobs))
+        try:
+            with concurrent.futures.ThreadPoolExecutor(max_workers=12) as pool:
+                accepted = sum(pool.map(send, jobs))
+        except httpx.TransportError as exc:  # say why a daemon stopped answering
+            states = [f"daemon {k}: exit {proc.poll()}" for k, (proc, _) in enumerate(daemons)]
+            logs_text = "\n".join(f"--- {log.name}\n{log.read_text()[-4000:]}" for log in logs)
+            raise AssertionError(f"{exc}; {'; '.join(states)}\n{logs_text}") from exc
         for c in clients.values():
             c.close()
         assert accepted == len(users) * per_user == 2000
