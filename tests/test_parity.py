@@ -6,6 +6,11 @@ Every case names an operation and its input; each surface turns it into its own 
 to the ASGI app) and the outcomes are compared: the same acceptance, an error of the same
 class naming the same field (each surface spells the field its own way: ``until`` /
 ``--until`` / ``paused_until``), the same counts, and nothing written when it fails.
+
+The "lib" runner calls ``MemoryStore``; operations that only the application service
+offers (docs/time-travel.md: ``derivation``, switching it, ``preview``, and ``inspect`` /
+``explain`` / ``prompt`` at a point in the past) run through ``MemoryService`` over the
+same store.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from click.testing import CliRunner
 from starlette.testclient import TestClient
 
 from creative_memory import CaptureLayer, MemoryStore
+from creative_memory.app.service import MemoryService
 from creative_memory.cli.main import main as cli_main
 from creative_memory.http.app import create_app
 from creative_memory.http.auth import DaemonFiles
@@ -85,6 +91,28 @@ def ok(**data: Any) -> Outcome:
     return Outcome("ok", None, tuple(sorted(data.items())))
 
 
+def point_of(args: dict[str, Any]) -> dict[str, Any]:
+    """The ``at_seq`` / ``as_of`` a case asks for (both may be given: the service refuses)."""
+    return {k: args[k] for k in ("at_seq", "as_of") if k in args}
+
+
+def point_data(doc: dict[str, Any] | None) -> dict[str, Any]:
+    """The numbers of the point a result shows (``as_of``), to compare across surfaces."""
+    point = (doc or {}).get("as_of")
+    return {} if point is None else {"at_seq": point["at_seq"], "events": point["events"]}
+
+
+def preview_data(doc: dict[str, Any]) -> dict[str, Any]:
+    """What a preview reports, to compare across surfaces."""
+    change = doc["change"]
+    return {
+        "to": doc["to_version"],
+        "records": len(change["records"]),
+        "injection": len(change["injection"]),
+        "block_changed": change["block_changed"],
+    }
+
+
 @dataclass
 class Case:
     name: str
@@ -115,14 +143,34 @@ def run_lib(root: Path, case: Case) -> Outcome:
             store.set_project_disabled(U, a["project"], a["ignore"])
         elif op == "feed":
             store.set_diagnostics_feed(U, True)
+        elif op == "inspect" and point_of(a):
+            doc = MemoryService(store).inspect(U, a.get("project"), **point_of(a))
+            data.update(point_data(doc))
         elif op == "inspect":
             store.inspect(U, a.get("project"))
         elif op == "list":
             store.list_preferences(U, scope=a["scope"])
+        elif op == "explain" and point_of(a):
+            exp = MemoryService(store).explain(
+                U, a["type"], a["pattern"], a.get("project"), **point_of(a)
+            )
+            data["steps"] = len(exp.steps)
         elif op == "explain":
             exp = store.explain(U, a["type"], a["pattern"], project_id=a.get("project"))
             if not exp.steps and not exp.records:
                 return Outcome("not_found", "pattern")
+            data["steps"] = len(exp.steps)
+        elif op == "prompt":  # the block at a point in the past: the service only
+            result = MemoryService(store).prompt(U, a.get("project"), **point_of(a))
+            data.update(point_data(msgspec.to_builtins(result)))
+        elif op == "derivation":
+            data["in_force"] = MemoryService(store).derivation(U).in_force
+        elif op == "use_derivation":
+            update = MemoryService(store).set_derivation_version(U, a["version"])
+            data["changed"] = update.changed
+        elif op == "preview":
+            result = MemoryService(store).preview(U, a["version"], a.get("project"))
+            data.update(preview_data(msgspec.to_builtins(result)))
         elif op == "forget":
             n = store.forget(U, a["type"], a["pattern"], project_id=a.get("project"))
             data["removed"] = n
@@ -145,6 +193,8 @@ def run_lib(root: Path, case: Case) -> Outcome:
         return ok(**data)
     except ValueError as exc:
         return Outcome("invalid", getattr(exc, "field", None))
+    except LookupError as exc:  # NotFound, from the service
+        return Outcome("not_found", getattr(exc, "field", None))
     finally:
         store.close()
 
@@ -153,6 +203,10 @@ def run_lib(root: Path, case: Case) -> Outcome:
 def cli_args(root: Path, case: Case) -> tuple[list[str], bytes | None]:
     a, op = case.args, case.op
     project = ["--project", a["project"]] if a.get("project") is not None else []
+    point = [
+        *(["--at-seq", str(a["at_seq"])] if "at_seq" in a else []),
+        *(["--as-of", a["as_of"]] if "as_of" in a else []),
+    ]
     stdin = None
     if op == "pause":
         args = ["pause", *(["--until", a["until"]] if a.get("until") else [])]
@@ -165,9 +219,9 @@ def cli_args(root: Path, case: Case) -> tuple[list[str], bytes | None]:
     elif op == "feed":
         args = ["config", "diagnostics-feed", "on"]
     elif op == "inspect":
-        args = ["inspect", *project]
+        args = ["inspect", *project, *point]
     elif op == "explain":
-        args = ["explain", a["type"], a["pattern"], *project]
+        args = ["explain", a["type"], a["pattern"], *project, *point]
     elif op == "forget":
         args = ["forget", a["type"], a["pattern"], *project]
     elif op == "reset":
@@ -181,7 +235,13 @@ def cli_args(root: Path, case: Case) -> tuple[list[str], bytes | None]:
     elif op == "ingest":
         args, stdin = ["ingest", "-"], "".join(json.dumps(e) + "\n" for e in a["events"]).encode()
     elif op == "prompt":
-        args = ["prompt", *project, *a.get("cli", [])]
+        args = ["prompt", *project, *point, *a.get("cli", [])]
+    elif op == "derivation":
+        args = ["derivation", "show"]
+    elif op == "use_derivation":
+        args = ["derivation", "use", a["version"]]
+    elif op == "preview":
+        args = ["derivation", "preview", "--to", a["version"], *project]
     elif op == "compose":
         host = root.parent / "host.md"
         host.write_text(a["host_prompt"], encoding="utf-8")
@@ -210,6 +270,15 @@ def run_cli(root: Path, case: Case) -> Outcome:
         data["added"] = doc["events_added"]
     elif case.op == "ingest":
         data["accepted"], data["rejected"] = doc["accepted"], doc["rejected"]
+    elif case.op == "explain":
+        data["steps"] = len(doc["steps"])
+    elif case.op == "derivation":
+        data["in_force"] = doc["in_force"]
+    elif case.op == "use_derivation":
+        data["changed"] = doc["changed"]
+    elif case.op == "preview":
+        data.update(preview_data(doc))
+    data.update(point_data(doc))
     return ok(**data)
 
 
@@ -217,6 +286,7 @@ def run_cli(root: Path, case: Case) -> Outcome:
 def http_request(case: Case) -> tuple[str, str, dict[str, Any]]:
     a, op = case.args, case.op
     q = {"project_id": a["project"]} if a.get("project") is not None else {}
+    q.update({k: str(v) for k, v in point_of(a).items()})
     settings = "/api/v1/settings"
     if op == "pause":
         body: dict[str, Any] = {"paused": True}
@@ -254,6 +324,12 @@ def http_request(case: Case) -> tuple[str, str, dict[str, Any]]:
         )
     if op == "ingest":
         return "POST", "/api/v1/events", {"json": a["events"]}
+    if op == "derivation":
+        return "GET", "/api/v1/derivation", {}
+    if op == "use_derivation":
+        return "POST", "/api/v1/derivation", {"json": {"version": a["version"]}}
+    if op == "preview":
+        return "GET", "/api/v1/derivation/preview", {"params": {**q, "version": a["version"]}}
     if op in ("prompt", "compose"):
         body = {k: v for k, v in a.items() if k in ("variant", "host_prompt", "project_id")}
         if op == "prompt":
@@ -285,6 +361,15 @@ def run_http(root: Path, case: Case) -> Outcome:
         data["added"] = doc["events_added"]
     elif case.op == "ingest":
         data["accepted"], data["rejected"] = doc["accepted"], doc["rejected"]
+    elif case.op == "explain":
+        data["steps"] = len(doc["steps"])
+    elif case.op == "derivation":
+        data["in_force"] = doc["in_force"]
+    elif case.op == "use_derivation":
+        data["changed"] = doc["changed"]
+    elif case.op == "preview":
+        data.update(preview_data(doc))
+    data.update(point_data(doc))
     return ok(**data)
 
 
@@ -480,6 +565,108 @@ CASES: list[Case] = [
         "invalid",
         {"*": "variant", "cli": "legacy"},
         surfaces=("cli", "http"),
+    ),
+    # the derivation version: show, switch, preview (the service: docs/time-travel.md)
+    Case("derivation show", "derivation"),
+    Case("derivation use another version", "use_derivation", {"version": "2"}),
+    Case("derivation use the version in force", "use_derivation", {"version": "3"}),
+    Case(
+        "derivation use an unknown version",
+        "use_derivation",
+        {"version": "9"},
+        "invalid",
+        {"*": "derivation_version", "http": "version"},
+    ),
+    Case("preview a switch", "preview", {"version": "1"}),
+    Case("preview a switch for a project", "preview", {"version": "2", "project": "landing"}),
+    Case("preview the version in force", "preview", {"version": "3"}),
+    Case(
+        "preview an unknown version",
+        "preview",
+        {"version": "nine"},
+        "invalid",
+        {"*": "derivation_version", "http": "version"},
+    ),
+    Case(
+        "preview for an unsafe project id",
+        "preview",
+        {"version": "1", "project": "a b"},
+        "invalid",
+        {"*": "project_id", "cli": "project"},
+    ),
+    # as of an event or a time
+    Case("inspect at an event", "inspect", {"at_seq": 2}),
+    Case("inspect before the first event", "inspect", {"at_seq": 0}),
+    Case("inspect a project at an event", "inspect", {"at_seq": 4, "project": "landing"}),
+    Case("inspect as of a time", "inspect", {"as_of": FUTURE}),
+    Case("inspect as of a time before the log", "inspect", {"as_of": PAST}),
+    Case(
+        "inspect at a negative event",
+        "inspect",
+        {"at_seq": -1},
+        "invalid",
+        {"*": "at_seq", "cli": "--at-seq"},
+    ),
+    Case(
+        "inspect as of a non-date",
+        "inspect",
+        {"as_of": "last tuesday"},
+        "invalid",
+        {"*": "as_of", "cli": "--as-of"},
+    ),
+    Case(
+        "inspect at an event and as of a time",
+        "inspect",
+        {"at_seq": 2, "as_of": FUTURE},
+        "invalid",
+        {"*": "at_seq", "cli": "--at-seq"},
+    ),
+    Case(
+        "explain at an event",
+        "explain",
+        {"type": "color", "pattern": "neon_palette", "at_seq": 1},
+    ),
+    Case(
+        "explain as of a time",
+        "explain",
+        {"type": "color", "pattern": "neon_palette", "as_of": FUTURE},
+    ),
+    Case(
+        "explain before the pattern's first event",
+        "explain",
+        {"type": "color", "pattern": "neon_palette", "at_seq": 0},
+        "not_found",
+        {"*": "pattern", "cli": "neon_palette"},
+    ),
+    Case(
+        "explain at a negative event",
+        "explain",
+        {"type": "color", "pattern": "neon_palette", "at_seq": -3},
+        "invalid",
+        {"*": "at_seq", "cli": "--at-seq"},
+    ),
+    Case(
+        "explain as of a non-date",
+        "explain",
+        {"type": "color", "pattern": "neon_palette", "as_of": "soon"},
+        "invalid",
+        {"*": "as_of", "cli": "--as-of"},
+    ),
+    Case("prompt at an event", "prompt", {"at_seq": 3}),
+    Case("prompt for a project as of a time", "prompt", {"as_of": FUTURE, "project": "landing"}),
+    Case(
+        "prompt at a negative event",
+        "prompt",
+        {"at_seq": -1},
+        "invalid",
+        {"*": "at_seq", "cli": "--at-seq"},
+    ),
+    Case(
+        "prompt as of a non-date",
+        "prompt",
+        {"as_of": "2026-13-45"},
+        "invalid",
+        {"*": "as_of", "cli": "--as-of"},
     ),
 ]
 

@@ -174,6 +174,25 @@ def parse_date(ctx: click.Context, param: click.Parameter, value: str | None) ->
     return format_ts(ms)
 
 
+def point_options(fn: F) -> F:
+    """``--at-seq N`` / ``--as-of DATE``: show memory as it was right after event N, or as
+    of a time (docs/time-travel.md). Parsed here; the service refuses a negative N or both."""
+    fn = click.option(
+        "--as-of",
+        "as_of",
+        metavar="DATE",
+        callback=parse_date,
+        help=f"As it was at {DATE_HELP}: right after the last event recorded by then.",
+    )(fn)
+    return click.option(
+        "--at-seq",
+        "at_seq",
+        metavar="N",
+        type=int,
+        help="As it was right after event N (the seq of `explain`; 0: before the first).",
+    )(fn)
+
+
 # -- the global options, declared once -----------------------------------------------------
 def _state(ctx: click.Context) -> State:
     return ctx.ensure_object(State)

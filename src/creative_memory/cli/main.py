@@ -19,6 +19,7 @@ import click
 from creative_memory._version import __version__
 from creative_memory.cli.commands import (
     demo,
+    derivation,
     erasure,
     ingest,
     inspect,
@@ -49,6 +50,8 @@ Examples:
   creative-memory inspect                     # settings, records, retrieval
   creative-memory explain color neon_palette  # why is this record what it is?
   creative-memory prompt --project landing    # the block a generation gets now
+  creative-memory inspect --as-of 2026-03-01  # what memory said then
+  creative-memory derivation preview --to 2   # what a version switch would change
   creative-memory --json inspect | jq .settings
   creative-memory export - | gzip > backup.json.gz   # '-' is stdout (or stdin) everywhere
 
@@ -73,7 +76,7 @@ def main(ctx: click.Context) -> None:
 def _register() -> None:
     from creative_memory.cli.daemon import serve, token, ui
 
-    modules = (switches, inspect, erasure, portability, ingest, prompt, demo)
+    modules = (switches, inspect, erasure, portability, ingest, prompt, derivation, demo)
     for module in modules:
         for cmd in module.COMMANDS:
             main.add_command(cmd)

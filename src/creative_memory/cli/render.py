@@ -252,3 +252,18 @@ def local_time(ts: str | None) -> str:
 def plural(n: int, noun: str) -> str:
     """``1 event`` / ``3 events``."""
     return f"{n} {noun}{'s' if n != 1 else ''}"
+
+
+def point_line(as_of: Mapping[str, Any], asked: str | None = None) -> str:
+    """The point in the past a view shows (docs/time-travel.md), e.g. ``As of 2026-03-01
+    23:59 CET (...): right after event 4, recorded ... · derivation v3 · 4 events of today's
+    log``; ``asked`` is the time asked for (``--as-of``), if any."""
+    if as_of["events"]:
+        where = f"right after event {as_of['at_seq']}, recorded {local_time(as_of['recorded_at'])}"
+    else:
+        where = "before the first event"
+    head = f"As of {local_time(asked)}: {where}" if asked else where[:1].upper() + where[1:]
+    return (
+        f"{head} · derivation v{safe(as_of['derivation_version'])} · "
+        f"{plural(as_of['events'], 'event')} of today's log"
+    )

@@ -9,9 +9,9 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from creative_memory.cli.context import State, command, validate_project
+from creative_memory.cli.context import State, command, point_options, validate_project
 from creative_memory.cli.render import console as make_console
-from creative_memory.cli.render import emit_json, safe, settings_line, table, where
+from creative_memory.cli.render import emit_json, point_line, safe, settings_line, table, where
 
 if TYPE_CHECKING:
     from creative_memory.engine.explain import Explanation
@@ -23,7 +23,9 @@ Examples:
   creative-memory inspect
   creative-memory inspect --project landing      # retrieval as that project would get it
   creative-memory inspect --json | jq '.preferences[] | {pattern, signal_strength}'
-JSON shape: docs/inspect.schema.json.
+  creative-memory inspect --at-seq 12             # right after event 12
+  creative-memory inspect --as-of 2026-03-01      # as of the end of that day (local time)
+JSON shape: docs/inspect.schema.json (with "as_of" for a point in the past).
 """
 )
 @click.option(
@@ -32,14 +34,18 @@ JSON shape: docs/inspect.schema.json.
     callback=validate_project,
     help="Show retrieval for this project (default: global only).",
 )
-def inspect(state: State, project: str | None) -> None:
+@point_options
+def inspect(state: State, project: str | None, at_seq: int | None, as_of: str | None) -> None:
     """Show settings, every derived record with its provenance, and the retrieval (what
-    would be injected now) with its diagnostics."""
-    doc = state.service.inspect(state.user, project)
+    would be injected now, or at a point in the past) with its diagnostics."""
+    doc = state.service.inspect(state.user, project, at_seq=at_seq, as_of=as_of)
     if state.json:
         emit_json(doc)
         return
-    render_inspect(doc, make_console())
+    console = make_console()
+    if doc.get("as_of") is not None:
+        console.print(point_line(doc["as_of"], as_of), soft_wrap=True)
+    render_inspect(doc, console)
 
 
 def render_inspect(doc: Mapping[str, Any], console: Console) -> None:
@@ -143,6 +149,7 @@ Examples:
   creative-memory explain color neon_palette
   creative-memory explain layout_density airy_spacing --project landing
   creative-memory explain color neon_palette --json | jq '.steps[] | {seq, kind}'
+  creative-memory explain color neon_palette --at-seq 3   # the story up to event 3
 Nothing to explain (no events about the pattern there) exits 1.
 """
 )
@@ -151,15 +158,40 @@ Nothing to explain (no events about the pattern there) exits 1.
 @click.option(
     "--project", metavar="P", callback=validate_project, help="The project's record, not global."
 )
-def explain(state: State, preference_type: str, pattern: str, project: str | None) -> None:
+@point_options
+def explain(
+    state: State,
+    preference_type: str,
+    pattern: str,
+    project: str | None,
+    at_seq: int | None,
+    as_of: str | None,
+) -> None:
     """Why is the record for TYPE PATTERN what it is? Every raw event that contributed and
     what it did (strength before -> after, confidence, reversal, shadow, decay), ending at
-    the current record."""
-    result = state.service.explain(state.user, preference_type, pattern, project)
+    the current record (or the record at a point in the past)."""
+    service = state.service
+    result = service.explain(
+        state.user, preference_type, pattern, project, at_seq=at_seq, as_of=as_of
+    )
+    point: dict[str, Any] | None = None
+    if at_seq is not None or as_of is not None:  # the Explanation does not carry its point
+        import msgspec
+
+        from creative_memory.app.history import as_of as point_of
+
+        found = service.history.point(state.user, at_seq, as_of)
+        point = None if found is None else msgspec.to_builtins(point_of(found))
     if state.json:
-        emit_json(result.to_dict())
+        doc = result.to_dict()
+        if point is not None:
+            doc["as_of"] = point
+        emit_json(doc)
         return
-    render_explanation(result, preference_type, pattern, project, make_console())
+    console = make_console()
+    if point is not None:
+        console.print(point_line(point, as_of), soft_wrap=True)
+    render_explanation(result, preference_type, pattern, project, console)
 
 
 def render_explanation(

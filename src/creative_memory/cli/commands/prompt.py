@@ -9,8 +9,15 @@ from typing import Any
 
 import click
 
-from creative_memory.cli.context import DATE_HELP, State, command, parse_date, validate_project
-from creative_memory.cli.render import emit_json, note, write_utf8
+from creative_memory.cli.context import (
+    DATE_HELP,
+    State,
+    command,
+    parse_date,
+    point_options,
+    validate_project,
+)
+from creative_memory.cli.render import emit_json, note, point_line, write_utf8
 from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.timeutil import format_ts
 
@@ -40,6 +47,7 @@ Examples:
   creative-memory prompt --legacy              # the prototype's [MEMORY CONTEXT] block
   creative-memory prompt --host-prompt system.md > composed.md
   compose-host | creative-memory prompt --critique --host-prompt -
+  creative-memory prompt --as-of 2026-03-01    # the block as it was then (point on stderr)
 Prints nothing (and a note on stderr) when nothing is injectable; with --host-prompt it
 prints the host prompt unchanged then.
 """
@@ -55,16 +63,27 @@ prints the host prompt unchanged then.
     help="Insert the block into the host's composed system prompt in FILE ('-': stdin) "
     "and print the whole prompt (docs/prompt-composition.md).",
 )
+@point_options
 def prompt(
-    state: State, project: str | None, critique: bool, legacy: bool, host_prompt: str | None
+    state: State,
+    project: str | None,
+    critique: bool,
+    legacy: bool,
+    host_prompt: str | None,
+    at_seq: int | None,
+    as_of: str | None,
 ) -> None:
-    """Print the memory block a generation (or critique) would get now."""
+    """Print the memory block a generation (or critique) would get now (or got at a point
+    in the past)."""
     if critique and legacy:
         raise click.UsageError("--critique and --legacy are mutually exclusive")
+    past = at_seq is not None or as_of is not None
+    if past and host_prompt is not None:
+        raise click.UsageError("--host-prompt composes the block of now: drop --at-seq/--as-of")
     variant = "critique" if critique else "legacy" if legacy else "generation"
     service = state.service
     if host_prompt is None:
-        result = service.prompt(state.user, project, variant)
+        result = service.prompt(state.user, project, variant, at_seq=at_seq, as_of=as_of)
     else:
         result = service.compose(state.user, read_host_prompt(host_prompt), project, variant)
     if state.json:
@@ -77,8 +96,16 @@ def prompt(
         }
         if result.prompt is not None:
             doc["prompt"] = result.prompt
+        if result.as_of is not None:
+            import msgspec
+
+            doc["as_of"] = msgspec.to_builtins(result.as_of)
         emit_json(doc)
         return
+    if result.as_of is not None:
+        import msgspec
+
+        note(point_line(msgspec.to_builtins(result.as_of), as_of))
     if result.prompt is not None:
         write_utf8(result.prompt)
     elif result.block:
