@@ -165,8 +165,16 @@ def test_no_sideways_scroll_and_every_action_visible(served: Served, width: int)
         assert m["body"] <= width, m
         assert m["overflowing"] == [], m
         assert m["actions_outside"] == [], m
-        # the Reset select and the import controls fit their card
-        for sel in ("#reset-scope", "#import-mode", "#scope-filter", "#preview-project"):
+        # the selects and inputs fit their card
+        for sel in (
+            "#reset-scope",
+            "#import-mode",
+            "#scope-filter",
+            "#preview-project",
+            "#derivation-version",
+            "#history-seq",
+            "#history-date",
+        ):
             box, card = (
                 page.locator(sel).bounding_box(),
                 page.locator(sel).locator("xpath=ancestor::section[1]").bounding_box(),
