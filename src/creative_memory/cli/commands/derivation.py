@@ -173,11 +173,10 @@ def render_preview(result: PreviewResult, console: Console) -> None:
         for inj in change.injection:
             sign = "+" if inj.change == "in" else "-"
             kind = "prefer" if inj.polarity == "positive" else "avoid"
-            side = a if inj.change == "in" else b
-            why = "; ".join(safe(r) for r in inj.reasons) or "-"
+            why = "; ".join(safe(r) for r in inj.reasons)  # the other side's reasons
             console.print(
                 f"  {sign} {kind} {safe(inj.preference_type)}/{safe(inj.pattern)}"
-                f" (under v{side}: {why})",
+                + (f" ({why})" if why else ""),
                 soft_wrap=True,
             )
     console.print()
