@@ -164,6 +164,11 @@ def test_as_of_uses_the_version_in_force_then(tmp_path: Path) -> None:
     assert {r["derivation_version"] for r in then["preferences"]} == {"3"}
     now = svc.inspect("alice")
     assert now["derivation_version"] == "1"
+    # as of a time after the switch (no event since): the version in force at that time
+    after_switch = svc.inspect("alice", as_of="2026-01-02T12:00:00Z")
+    assert after_switch["as_of"]["at_seq"] == first
+    assert after_switch["as_of"]["derivation_version"] == "1"
+    assert svc.inspect("alice", as_of="2026-01-01T12:00:00Z")["as_of"]["derivation_version"] == "3"
 
 
 # -- as of -----------------------------------------------------------------------------------

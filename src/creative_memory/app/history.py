@@ -75,6 +75,7 @@ class History:
         if at_seq is None and as_of is None:
             return None
         log = self._log(user_id)
+        when: str | None = None
         if at_seq is not None:
             if isinstance(at_seq, bool) or not isinstance(at_seq, int) or at_seq < 0:
                 raise ValidationError("at_seq", "at_seq must be an event number >= 0")
@@ -89,7 +90,9 @@ class History:
         last = log.events[n - 1] if n else None
         recorded = last.recorded_at if last is not None else ""
         settings = self._store.get_settings(user_id)
-        version = version_at(settings, self._store.derivation_version, recorded or None)
+        # as of a time: the version in force at that time; right after an event: then
+        moment = when or recorded or None
+        version = version_at(settings, self._store.derivation_version, moment)
         return Point(at_seq=at_seq, recorded_at=recorded, version=version, events=n)
 
     def events_until(self, user_id: str, point: Point) -> list[Event]:
