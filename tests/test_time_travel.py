@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 from creative_memory import MemoryStore
 from creative_memory.app.service import MemoryService
 from creative_memory.engine.errors import ValidationError
+from tests.conftest import ManualClock, load_scenario
+from tests.test_conformance import SCENARIOS, replay
 from tests.test_golden_versions import USERS
 from tests.test_golden_versions import History as GoldenHistory
 
@@ -270,3 +272,26 @@ if __name__ == "__main__":
 
         with tempfile.TemporaryDirectory() as d:
             GOLDEN.write_bytes(gzip.compress(preview_document(Path(d)), mtime=0))
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name.removesuffix(".json.gz"))
+def test_a_replayed_conformance_trace_previews_to_1_without_change(
+    path: Path, tmp_path: Path
+) -> None:
+    """Every recorded prototype trace, replayed under version "1": a preview to "1" for
+    each of its users reports no change (and writes nothing)."""
+    clock = ManualClock()
+    store = MemoryStore(tmp_path / "mem", derivation_version="1", clock=clock)
+    scenario = load_scenario(path)
+    replay(store, clock, scenario)
+    svc = MemoryService(store)
+    users = sorted(
+        {u for op in scenario["ops"] if isinstance(u := op.get("user"), str) and u.isidentifier()}
+    )
+    for user in users:
+        try:
+            result = svc.preview(user, "1")
+        except ValidationError:  # a trace's deliberately unsafe user id
+            continue
+        assert result.change.records == [] and result.change.injection == [], user
+        assert not result.change.block_changed
