@@ -428,6 +428,7 @@
   let queue = Promise.resolve();
   function act(fn, done, focus, quiet) {
     state.busy += 1;
+    const from = focusKey(document.activeElement);
     queue = queue.then(async () => {
       try {
         await fn();
@@ -436,7 +437,11 @@
         fail(err);
       }
       if (!quiet) await refresh(true);
-      if (focus) focusOn(focus(), $("h-inspector"));
+      // only if the person has not moved on meanwhile (a slow answer must not steal focus)
+      const now = document.activeElement;
+      const moved = now && now !== document.body && now.isConnected &&
+        JSON.stringify(focusKey(now)) !== JSON.stringify(from);
+      if (focus && !moved) focusOn(focus(), $("h-inspector"));
       state.busy -= 1;
     });
     return queue;
