@@ -104,6 +104,17 @@ def test_append_assigns_seq_and_chain(backend: Backend) -> None:
     assert backend.storage().read_events(U).events == first + second
 
 
+def test_event_count_is_the_number_of_events(backend: Backend) -> None:
+    s = backend.storage()
+    assert s.event_count(U) == 0
+    s.append(U, [sig("a"), sig("b")])
+    s.append(U, [sig("c")])
+    assert s.event_count(U) == len(s.read_events(U).events) == 3
+    s.rewrite(U, lambda ev: None if getattr(ev, "pattern", None) == "b" else ev)
+    assert s.event_count(U) == len(s.read_events(U).events) == 2
+    assert backend.storage().event_count(U) == 2
+
+
 def test_append_ignores_given_seq_and_h(backend: Backend) -> None:
     s = backend.storage()
     out = s.append(U, [sig("a", seq=41, h="f" * 32)])

@@ -467,8 +467,9 @@ def test_torn_last_line_is_ignored_then_repaired(
     log = user_dir(root) / "events.jsonl"
     with open(log, "ab") as f:  # a crash in the middle of an append
         f.write(garbage)
-    # readers ignore the torn line: the same store, a new store
+    # readers ignore the torn line: the same store, a new store, the event count
     assert store.events(USER) == before_events
+    assert store.inspect(USER)["event_count"] == len(before_events)
     assert observe(store, USER) == before
     assert observe(MemoryStore(root, derivation_version="1", clock=clock), USER) == before
     # the next writer repairs it without losing a complete event

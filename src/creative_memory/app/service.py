@@ -336,7 +336,7 @@ class MemoryService:
             user_id=user_id,
             scope=scope,
             events_removed=erased,
-            events_remaining=len(self.store.events(user_id)),
+            events_remaining=self.store._storage.event_count(user_id),
             settings=self.settings(user_id),
         )
 
@@ -379,7 +379,7 @@ class MemoryService:
             archive_user_id=archive.user_id,
             archive_events=len(archive.events),
             events_added=added,
-            events_total=len(self.store.events(user_id)),
+            events_total=self.store._storage.event_count(user_id),
         )
 
     def import_file(

@@ -514,7 +514,7 @@ class MemoryStore:
                 SettingsView.of(settings, self._is_paused(settings))
             ),
             "preferences": [r.to_dict() for r in self._all_records(user_id)],
-            "event_count": len(self.events(user_id)),
+            "event_count": self._storage.event_count(user_id),
             "project_id": project_id,
             "retrieval": retrieval.to_dict(),
         }

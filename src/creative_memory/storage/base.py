@@ -76,6 +76,10 @@ class EventLogStorage(Protocol):
         the snapshot's ``events`` is empty: memory stays bounded however long the log."""
         ...
 
+    def event_count(self, user_id: str) -> int:
+        """How many events the user's log holds, without decoding them."""
+        ...
+
     def read_after_cached(self, user_id: str, is_cached: Callable[[str], bool]) -> LogSnapshot:
         """The events after the newest event whose chain hash satisfies ``is_cached``
         (``base`` = that hash), or the whole log when there is none. Costs O(k) decoding for

@@ -94,6 +94,7 @@ class FileStorage:
         # to its end, and its generation — a read from that end finds nothing new while the
         # file is unchanged (an append changes size and mtime, a rewrite the inode)
         self._seen: dict[str, tuple[tuple[int, int, int], str]] = {}
+        self._counts: dict[str, tuple[int, int, int]] = {}  # user -> (inode, size, events)
         # per user: the log's (inode, size, mtime) after this object's last append, the tail
         # state at that point (last seq, last chain hash, generation) — reused while the
         # file is unchanged, so an append does not read the log back (docs/storage.md)
@@ -252,6 +253,32 @@ class FileStorage:
             return decode_event_lines(data)
         except _DECODE_ERRORS:
             return self._decode_lines(data, path, 0)
+
+    def event_count(self, user_id: str) -> int:
+        """How many events the log holds: its complete lines after the header (a torn final
+        line is not an event), counted without decoding them — and, while the file only
+        grows (appends; a rewrite replaces it), only the bytes added since the last count."""
+        path = self._log_path(user_id)
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return 0
+        known = self._counts.get(user_id)
+        if known is not None and known[0] == st.st_ino and known[1] <= st.st_size:
+            if known[1] == st.st_size:
+                return known[2]
+            with open(path, "rb") as grown:
+                grown.seek(known[1])
+                n = known[2] + _newlines(grown, st.st_size)
+        else:
+            opened = self._open_with_header(path)
+            if opened is None:
+                return 0
+            f, _, _ = opened
+            with f:
+                n = _newlines(f, st.st_size)
+        self._counts[user_id] = (st.st_ino, st.st_size, n)
+        return n
 
     def read_events(
         self,
@@ -544,3 +571,14 @@ class FileStorage:
             new = change(self.read_settings(user_id) or UserSettings())
             atomic_write(self._settings_path(user_id), _encoder.encode(new) + b"\n")
             return new
+
+
+def _newlines(f: BinaryIO, end: int) -> int:
+    """How many newlines ``f`` holds from where it stands up to byte ``end`` (what a stat
+    saw: an append landing meanwhile is counted next time, not twice)."""
+    n = 0
+    left = end - f.tell()
+    while left > 0 and (block := f.read(min(READ_CHUNK, left))):
+        n += block.count(b"\n")
+        left -= len(block)
+    return n

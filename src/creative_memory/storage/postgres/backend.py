@@ -203,6 +203,14 @@ class PostgresStorage:
             ).fetchone()
         return bool(row and row[0])
 
+    def event_count(self, user_id: str) -> int:
+        """How many events the user's log holds."""
+        with self._conn() as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM cm_events WHERE user_id = %s", (user_id,)
+            ).fetchone()
+        return int(row[0]) if row else 0
+
     def user_files(self, user_id: str) -> list[str]:
         """What is stored for the user, named like the file backend's artefacts: ``events``
         (the log), ``settings``, ``snapshot`` and ``cache/<key>`` per cache entry."""
