@@ -487,6 +487,10 @@ def test_torn_last_line_is_ignored_then_repaired(
     assert observe(store, USER) == observe_from_scratch(root, USER)
     store.ingest_signal(USER, tag("f", ts=clock_ts(clock)))
     assert assert_log_sound(root)[-1].seq == (7 if repair == "append" else 6)
+    # the counts of both stores (each counted before) follow the repair and the appends
+    for s in (store, writer):
+        s.ingest_signals(USER, [tag(p, ts=clock_ts(clock)) for p in "ghi"])
+        assert s.inspect(USER)["event_count"] == len(assert_log_sound(root))
 
 
 def test_torn_header_of_a_new_log_is_repaired(tmp_path: Path, clock: ManualClock) -> None:

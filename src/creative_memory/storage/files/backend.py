@@ -94,7 +94,7 @@ class FileStorage:
         # to its end, and its generation — a read from that end finds nothing new while the
         # file is unchanged (an append changes size and mtime, a rewrite the inode)
         self._seen: dict[str, tuple[tuple[int, int, int], str]] = {}
-        self._counts: dict[str, tuple[int, int, int]] = {}  # user -> (inode, size, events)
+        self._counts: dict[str, tuple[str, int, int]] = {}  # user -> (generation, size, events)
         # per user: the log's (inode, size, mtime) after this object's last append, the tail
         # state at that point (last seq, last chain hash, generation) — reused while the
         # file is unchanged, so an append does not read the log back (docs/storage.md)
@@ -256,28 +256,29 @@ class FileStorage:
 
     def event_count(self, user_id: str) -> int:
         """How many events the log holds: its complete lines after the header (a torn final
-        line is not an event), counted without decoding them — and, while the file only
-        grows (appends; a rewrite replaces it), only the bytes added since the last count."""
+        line is not an event), counted without decoding them — and, while the log is the
+        same generation and only grows (appends; a rewrite starts a new generation), only
+        the bytes added since the last count."""
         path = self._log_path(user_id)
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
+        opened = self._open_with_header(path)
+        if opened is None:
             return 0
-        known = self._counts.get(user_id)
-        if known is not None and known[0] == st.st_ino and known[1] <= st.st_size:
-            if known[1] == st.st_size:
-                return known[2]
-            with open(path, "rb") as grown:
-                grown.seek(known[1])
-                n = known[2] + _newlines(grown, st.st_size)
+        f, _, header = opened
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            known = self._counts.get(user_id)
+            if known is not None and known[0] == header.generation and known[1] <= size:
+                f.seek(known[1])
+                n = known[2] + _newlines(f, size)
+            else:
+                n = _newlines(f, size)
+            f.seek(size - 1)
+            clean = f.read(1) == b"\n"
+        # a count that ends in a torn line is not continued (a repair truncates the tail)
+        if clean:
+            self._counts[user_id] = (header.generation, size, n)
         else:
-            opened = self._open_with_header(path)
-            if opened is None:
-                return 0
-            f, _, _ = opened
-            with f:
-                n = _newlines(f, st.st_size)
-        self._counts[user_id] = (st.st_ino, st.st_size, n)
+            self._counts.pop(user_id, None)
         return n
 
     def read_events(
