@@ -26,13 +26,16 @@ from creative_memory.storage.files.fsutil import make_private_dir
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
-    """A bound (not yet listening) TCP socket; ``port`` 0 picks a free port."""
+    """A bound, listening TCP socket; ``port`` 0 picks a free port. It listens before the
+    daemon announces its URL (``server.json``, the ready line), so a client that connects
+    while the server is still starting up waits in the backlog instead of being refused."""
     bare = host.strip("[]")
     family = socket.AF_INET6 if ":" in bare else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((bare, port))
+        sock.listen(socket.SOMAXCONN)
     except OSError as exc:
         sock.close()
         raise StorageError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
