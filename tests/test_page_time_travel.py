@@ -27,7 +27,7 @@ import pytest
 from creative_memory import MemoryStore
 from creative_memory.http import DaemonConfig, DaemonFiles, ThreadedDaemon
 from tests.test_page_layout import OVERFLOWING, axe_violations
-from tests.test_server_browser import ARGS, CHROMIUM, RECORDS, focused, wire
+from tests.test_server_browser import ARGS, CHROMIUM, RECORDS, wire
 
 try:
     from playwright.sync_api import Page, expect, sync_playwright
@@ -205,7 +205,7 @@ def test_history_slider_date_and_back_to_now(site: Site) -> None:
     expect(page.locator("#preview-past")).to_contain_text("right after event #3")
     doc = site.get("/api/v1/memory?at_seq=3")
     assert {r["pattern"] for r in doc["preferences"]} == patterns(page)
-    assert focused(page)["id"] == "history-seq"  # focus stays on the slider
+    expect(page.locator("#history-seq")).to_be_focused()  # focus stays on the slider
 
     # Why? in the past: the trace up to event 3
     page.locator(RECORDS).first.get_by_role("button", name="Why").click()
@@ -224,7 +224,7 @@ def test_history_slider_date_and_back_to_now(site: Site) -> None:
     expect(banner).to_contain_text("Mar 2, 2026, 05:00 AM EST")
     expect(slider).to_have_value("5")  # the date resolved to event 5; the slider follows
     expect(page.locator("#history-seq-value")).to_have_text("#5")
-    assert focused(page)["id"] == "history-go"
+    expect(page.locator("#history-go")).to_be_focused()
     # before the first event: nothing
     page.fill("#history-date", "2026-02-01T00:00")
     page.click("#history-go")
@@ -251,13 +251,13 @@ def test_history_slider_date_and_back_to_now(site: Site) -> None:
     expect(page.locator("#reset-past")).to_be_hidden()
     expect(slider).to_have_value("11")
     assert page.locator("body.past").count() == 0
-    assert focused(page)["id"] == "h-inspector"
+    expect(page.locator("#h-inspector")).to_be_focused()
     # ... and from the history card (which hides itself): focus on the slider
     slider.fill("4")
     expect(banner).to_contain_text("right after event #4")
     page.click("#history-now")
     expect(page.locator("#history-state")).to_have_text("Showing memory now.")
-    assert focused(page)["id"] == "history-seq"
+    expect(page.locator("#history-seq")).to_be_focused()
     # the slider's end is now
     slider.fill("2")
     expect(banner).to_contain_text("right after event #2")
@@ -334,7 +334,7 @@ def test_derivation_preview_switch_and_back(site: Site) -> None:
     expect(page.locator("#derivation-dialog-text")).to_contain_text("switch back at any time")
     page.keyboard.press("Escape")
     expect(page.locator("#derivation-dialog")).to_be_hidden()
-    assert focused(page)["id"] == "derivation-switch"
+    expect(page.locator("#derivation-switch")).to_be_focused()
     assert site.get("/api/v1/derivation")["in_force"] == info["in_force"]
 
     # -- switch for real (the clock a day later) --------------------------------------------------
@@ -345,7 +345,7 @@ def test_derivation_preview_switch_and_back(site: Site) -> None:
     expect(state).to_contain_text("Version 2 is in force (you chose it")
     back = page.locator("#derivation-back")
     expect(back).to_have_text(f"Switch back to version {info['in_force']}")
-    assert focused(page)["id"] == "derivation-back"
+    expect(page.locator("#derivation-back")).to_be_focused()
     expect(result).to_be_hidden()  # the preview was for the old version
     expect(page.locator("#whoami")).to_contain_text("derivation v2")
     now = site.get("/api/v1/derivation")
@@ -374,6 +374,6 @@ def test_derivation_preview_switch_and_back(site: Site) -> None:
     expect(state).to_contain_text(f"Version {info['in_force']} is in force")
     expect(history).to_have_count(2)
     expect(back).to_have_text("Switch back to version 2")
-    assert focused(page)["id"] == "derivation-back"
+    expect(page.locator("#derivation-back")).to_be_focused()
     assert site.get("/api/v1/derivation")["in_force"] == info["in_force"]
     assert site.errors == []

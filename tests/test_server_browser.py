@@ -272,7 +272,7 @@ def test_settings_memory_page_end_to_end(daemon: Daemon, browser: Browser, tmp_p
     expect(row(page, "neon_palette")).to_have_count(1)
     expect(row(page, "serif_headings")).to_have_count(1)
     expect(row(page, "neon_palette", "project:festival")).to_have_count(1)
-    assert focused(page)["id"] == "refresh"
+    expect(page.locator("#refresh")).to_be_focused()
     neon = row(page, "neon_palette")
     # a plain sentence, polarity in words and colour, strength as a bar, confidence
     expect(neon.locator("h3")).to_contain_text("Avoid neon palette — ")
@@ -350,7 +350,7 @@ def test_settings_memory_page_end_to_end(daemon: Daemon, browser: Browser, tmp_p
     expect(page.locator("#h-why")).to_be_focused()
     page.keyboard.press("Escape")  # Escape closes it too
     expect(page.locator("#why")).to_be_hidden()
-    assert focused(page)["pattern"] == "neon_palette"
+    wait_for(lambda: focused(page).get("pattern") == "neon_palette")
 
     # -- forget one: focus goes to the next record ------------------------------------------
     order = [p for _, p, _ in rows(page)]
@@ -370,14 +370,14 @@ def test_settings_memory_page_end_to_end(daemon: Daemon, browser: Browser, tmp_p
     page.click("#pause")
     expect(page.locator("#pause-state")).to_contain_text("paused until")
     expect(page.locator("#pause-state")).to_contain_text("Jan 2, 2030, 03:04 AM EST")
-    assert focused(page)["id"] == "resume"
+    expect(page.locator("#resume")).to_be_focused()
     assert store.is_paused("default")
     assert store.get_settings("default").paused_until is not None
     assert daemon.post("/api/v1/events", wire("late", "pastel"))["learning"] is False
     assert len(store.events("default")) == 6  # dropped while paused
     page.click("#resume")
     expect(page.locator("#pause-state")).to_have_text("Learning is on.")
-    assert focused(page)["id"] == "pause"  # Resume is disabled now
+    expect(page.locator("#pause")).to_be_focused()  # Resume is disabled now
     assert not store.is_paused("default")
 
     # -- per-project toggle, seen in the preview -------------------------------------------------
@@ -389,13 +389,13 @@ def test_settings_memory_page_end_to_end(daemon: Daemon, browser: Browser, tmp_p
     assert store.get_settings("default").disabled_projects == ["festival"]
     expect(page.locator("#ignore-festival")).to_be_checked()
     settle(page)
-    assert focused(page)["id"] == "ignore-festival"  # the list was redrawn; focus stayed
+    expect(page.locator("#ignore-festival")).to_be_focused()  # the list was redrawn; focus stayed
     page.keyboard.press("Space")
     expect(page.locator("#status")).to_contain_text("festival uses global memory")
     expect(page.locator("#ignore-festival")).not_to_be_checked()
     assert store.get_settings("default").disabled_projects == []
     settle(page)
-    assert focused(page)["id"] == "ignore-festival"
+    expect(page.locator("#ignore-festival")).to_be_focused()
     page.keyboard.press("Space")
     expect(page.locator("#status")).to_contain_text("festival now ignores global memory")
     assert store.get_settings("default").disabled_projects == ["festival"]
@@ -405,7 +405,7 @@ def test_settings_memory_page_end_to_end(daemon: Daemon, browser: Browser, tmp_p
     page.keyboard.press("Space")
     expect(page.locator("#status")).to_contain_text("Diagnostics feed on")
     assert store.get_settings("default").diagnostics_feed is True
-    assert focused(page)["id"] == "diagnostics-feed"
+    expect(page.locator("#diagnostics-feed")).to_be_focused()
     page.uncheck("#memory-enabled")
     expect(page.locator("#pause-state")).to_contain_text("Memory is off")
     assert store.get_settings("default").memory_enabled is False
@@ -413,7 +413,7 @@ def test_settings_memory_page_end_to_end(daemon: Daemon, browser: Browser, tmp_p
     page.check("#memory-enabled")
     expect(page.locator("#pause-state")).to_have_text("Learning is on.")
     assert store.get_settings("default").memory_enabled is True
-    assert focused(page)["id"] == "memory-enabled"
+    expect(page.locator("#memory-enabled")).to_be_focused()
 
     # -- export ----------------------------------------------------------------------------------
     before = store.events("default")
@@ -433,14 +433,14 @@ def test_settings_memory_page_end_to_end(daemon: Daemon, browser: Browser, tmp_p
     expect(page.locator("#reset-cancel")).to_be_focused()
     page.keyboard.press("Escape")
     expect(page.locator("#reset-dialog")).to_be_hidden()
-    assert focused(page)["id"] == "reset"
+    expect(page.locator("#reset")).to_be_focused()
     assert len(store.events("default")) == 6
     page.click("#reset")
     page.click("#reset-confirm")
     expect(page.locator("#status")).to_contain_text("Memory erased")
     expect(page.locator(RECORDS)).to_have_count(0)
     expect(page.locator("#empty")).to_be_visible()
-    assert focused(page)["id"] == "reset"
+    expect(page.locator("#reset")).to_be_focused()
     assert store.events("default") == []
     assert store.get_settings("default").disabled_projects == []
 
@@ -449,7 +449,7 @@ def test_settings_memory_page_end_to_end(daemon: Daemon, browser: Browser, tmp_p
     page.select_option("#import-mode", "replace")
     page.click("#import")
     expect(page.locator("#status")).to_contain_text("Imported 6 event(s)")
-    assert focused(page)["id"] == "import"
+    expect(page.locator("#import")).to_be_focused()
     expect(row(page, "neon_palette")).to_have_count(1)
     expect(row(page, "neon_palette", "project:festival")).to_have_count(1)
     assert store.events("default") == before

@@ -359,9 +359,16 @@
     const r = state.memory && state.memory.preferences.find((x) => timelineKey(x) === key);
     if (!r) return;
     state.pending.add(key);
+    const path = explainPath(r); // the point the card shows, even if the view moves on meanwhile
     timelineQueue = timelineQueue.then(async () => {
+      const wanted = [...document.querySelectorAll("#records .timeline-wrap")]
+        .some((b) => b.dataset.timeline === key);
+      if (!wanted) { // the view moved on (another point in time): nothing to fetch
+        state.pending.delete(key);
+        return;
+      }
       try {
-        const e = await api("GET", explainPath(r));
+        const e = await api("GET", path);
         const mine = e.steps.filter((s) => s.effects.some((x) => x.record_id === r.id));
         state.timelines.set(key, mine.length ? mine : e.steps);
       } catch (err) {
