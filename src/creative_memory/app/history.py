@@ -85,7 +85,12 @@ class History:
             if ms is None:
                 raise ValidationError("as_of", f"as_of {as_of!r} is not an ISO 8601 date")
             when = format_ts(ms)
-            n = sum(1 for e in log.events if e.recorded_at <= when)
+            # the longest prefix of the log recorded by then (an imported event keeps its
+            # archive's recorded_at, so the log need not be in recorded_at order: the first
+            # event recorded later ends the prefix)
+            n = next(
+                (i for i, e in enumerate(log.events) if e.recorded_at > when), len(log.events)
+            )
             at_seq = log.events[n - 1].seq if n else 0
         last = log.events[n - 1] if n else None
         recorded = last.recorded_at if last is not None else ""
