@@ -240,6 +240,10 @@ def test_as_of_a_time_and_its_errors(tmp_path: Path) -> None:
     assert before_anything["preferences"] == [] and before_anything["event_count"] == 0
     explained = svc.explain("alice", "color", "neon_palette", at_seq=1)
     assert len(explained.steps) == 1
+    for user in ("../x", "a/b"):  # an unsafe id is refused before any log is read
+        with pytest.raises(ValidationError) as e:
+            svc.inspect(user, at_seq=1)
+        assert e.value.field == "user_id"
     for kwargs, field in (
         ({"at_seq": -1}, "at_seq"),
         ({"as_of": "yesterday"}, "as_of"),

@@ -19,7 +19,7 @@ from creative_memory.app.results import AsOf, PreviewResult, SettingsView
 from creative_memory.engine.derivation.base import DerivedState
 from creative_memory.engine.derivation.registry import check_version, derive
 from creative_memory.engine.errors import ValidationError
-from creative_memory.engine.events import Event, validate_project_id
+from creative_memory.engine.events import Event, validate_project_id, validate_user_id
 from creative_memory.engine.models import RetrievalResult
 from creative_memory.engine.preview import compare
 from creative_memory.engine.prompt import build_generation_block
@@ -70,6 +70,7 @@ class History:
 
     def point(self, user_id: str, at_seq: int | None, as_of: str | None) -> Point | None:
         """The point ``at_seq`` or ``as_of`` name (``None`` when neither is given)."""
+        validate_user_id(user_id)  # before the log is read: the id names a directory
         if at_seq is not None and as_of is not None:
             raise ValidationError("at_seq", "give at_seq or as_of, not both")
         if at_seq is None and as_of is None:
