@@ -14,23 +14,7 @@ from creative_memory.engine.preview import _keyed, compare, diff_records, inject
 from creative_memory.engine.prompt import build_generation_block
 from creative_memory.engine.retrieval import retrieve
 from creative_memory.engine.timeutil import parse_ts
-
-T0 = "2026-01-01T00:00:00.000Z"
-
-
-def signal(pattern: str, polarity: str, ptype: str = "color", **kw: Any) -> dict[str, Any]:
-    return {
-        "signal_type": kw.get("signal_type", "explicit_tag"),
-        "pattern": pattern,
-        "preference_type": ptype,
-        "polarity": polarity,
-        "tag_text": None,
-        "scope": "global",
-        "project_id": None,
-        "artifact_id": kw.get("artifact", "a"),
-        "session_id": "s",
-        "timestamp": T0,
-    }
+from tests.test_time_travel import T0, signal
 
 
 def history() -> list[Any]:
