@@ -47,6 +47,7 @@ class DerivedStates:
         self.memo: dict[str, _Memo] = {}
         self.memo_lock = threading.RLock()
         self.user_locks: dict[str, threading.RLock] = {}
+        self.siblings: dict[str, DerivedStates] = {}  # other versions (see :meth:`of`)
 
     def flush(self) -> None:
         """Write every pending derived state back (cache entry and snapshot)."""
@@ -58,6 +59,20 @@ class DerivedStates:
                 if memo is not None and memo.head and memo.head != memo.written:
                     memo.state.materialize()
                     self.write_back(user_id, memo)
+
+    def of(self, version: str) -> DerivedStates:
+        """The states of ``version`` over the same log (this object for its own version;
+        others are made on first use, share this one's locks and are kept)."""
+        if version == self.version:
+            return self
+        other = self.siblings.get(version)
+        if other is None:
+            other = self.siblings[version] = self.sibling(version)
+        return other
+
+    def every(self) -> list[DerivedStates]:
+        """These states and every other version's made so far."""
+        return [self, *self.siblings.values()]
 
     def sibling(self, version: str) -> DerivedStates:
         """States of another derivation version over the same log, sharing this one's locks

@@ -19,6 +19,7 @@ import msgspec
 
 from creative_memory.app.derived import DerivedStates, _Memo
 from creative_memory.app.door import LogDoor
+from creative_memory.app.paths import read_file
 from creative_memory.app.results import SettingsView
 from creative_memory.capture.redaction import RedactionPolicy
 from creative_memory.engine.constants import DERIVATION_VERSION
@@ -108,12 +109,11 @@ class MemoryStore:
         self._clock: Clock = clock or wall_clock_ms
         self._door = LogDoor(redaction)
         self._states = DerivedStates(self._storage, self.derivation_version)
-        self._versions = {self.derivation_version: self._states}
 
     def flush(self) -> None:
         """Write every pending derived state back (cache entry and snapshot). Reads defer
         write-back (docs/storage.md); this makes the on-disk cache current now."""
-        for states in list(self._versions.values()):
+        for states in self._states.every():
             states.flush()
 
     def close(self) -> None:
@@ -156,31 +156,45 @@ class MemoryStore:
         return settings.memory_enabled and not self._is_paused(settings)
 
     def _refresh(
-        self, user_id: str, want_seqs: Sequence[int] = (), *, write_back: bool = False
+        self,
+        user_id: str,
+        want_seqs: Sequence[int] = (),
+        *,
+        write_back: bool = False,
+        settings: UserSettings | None = None,
     ) -> tuple[DerivedState, dict[int, Preference | Refinement | None]]:
-        return self._states_of(user_id).refresh(user_id, want_seqs, write_back=write_back)
+        states = self._states_of(user_id, settings=settings)
+        return states.refresh(user_id, want_seqs, write_back=write_back)
 
     def _append(
-        self, user_id: str, events: Sequence[Event], *, records: bool = True
+        self,
+        user_id: str,
+        events: Sequence[Event],
+        *,
+        records: bool = True,
+        settings: UserSettings | None = None,
     ) -> list[Preference | Refinement | None]:
-        states = self._states_of(user_id)
+        states = self._states_of(user_id, settings=settings)
         return states.append(user_id, self._door.admit(events), records=records)
 
-    def _states_of(self, user_id: str, version: str | None = None) -> DerivedStates:
-        """The derived states of ``version`` (default: the version ``user_id`` uses)."""
-        v = version or self._version_of(user_id)
-        states = self._versions.get(v)
-        if states is None:
-            states = self._versions[v] = self._states.sibling(v)
-        return states
+    def _states_of(
+        self, user_id: str, version: str | None = None, settings: UserSettings | None = None
+    ) -> DerivedStates:
+        """The derived states of ``version`` (default: the version ``user_id`` uses; a
+        caller holding the user's ``settings`` passes them, saving a read)."""
+        v = version
+        if v is None:
+            chosen = (settings or self._settings(user_id)).derivation_version
+            v = chosen or self.derivation_version
+        return self._states.of(v)
 
     def _forget_states(self, user_id: str) -> None:
-        for states in list(self._versions.values()):
+        for states in self._states.every():
             states.forget_user(user_id)
 
     def _version_of(self, user_id: str) -> str:
         """The derivation version ``user_id``'s memory uses (their setting, else the store's)."""
-        return self._settings(user_id).derivation_version or self.derivation_version
+        return self._states_of(user_id).version
 
     def add_erasure_listener(self, listener: ErasureListener) -> None:
         """Purge ``listener`` (a capture layer holding pending events) before every forget
@@ -233,7 +247,7 @@ class MemoryStore:
             events.append(build_refinement_event(refinement, recorded_at))
         if not events:
             return [None] * len(signals)
-        results = self._append(user_id, events, records=records)
+        results = self._append(user_id, events, records=records, settings=settings)
         if not learning:
             return [None] * len(signals)
         return [r if isinstance(r, Preference) else None for r in results[: len(signals)]]
@@ -258,7 +272,7 @@ class MemoryStore:
             return RetrievalResult()
         project_id, types = parse_context(context)
         with self._locked(user_id):
-            state, _ = self._refresh(user_id, write_back=True)
+            state, _ = self._refresh(user_id, write_back=True, settings=settings)
             return retrieve_state(state, project_id, types, settings.disabled_projects)
 
     def run_decay(self, user_id: str, now: str | datetime | None = None) -> DecayResult:
@@ -419,10 +433,7 @@ class MemoryStore:
         Everything is validated first; a malformed file imports nothing. Returns the number
         of records imported."""
         validate_user_id(user_id)
-        try:
-            data = Path(path).read_bytes()
-        except OSError as exc:
-            raise ValidationError("path", f"cannot read {path}: {exc.strerror}") from exc
+        data = read_file("path", Path(path))
         parsed = parse_prototype(data, self._recorded_at())
         admitted = self._door.admit([*parsed.records, *parsed.refinements], "file")
         fresh = prototype_events_to_add(admitted, self.events(user_id))
@@ -558,10 +569,7 @@ class MemoryStore:
         and keeps local settings; ``replace`` makes the user's log and settings exactly the
         archive's. Everything is validated before anything is written. Returns events added."""
         validate_user_id(user_id)
-        try:
-            data = Path(path).read_bytes()
-        except OSError as exc:
-            raise ValidationError("path", f"cannot read {path}: {exc.strerror}") from exc
+        data = read_file("path", Path(path))
         return self._import_bytes(user_id, data, mode)
 
     def _import_bytes(self, user_id: str, data: bytes, mode: str) -> int:
