@@ -1,20 +1,7 @@
 """The demo's typed results, fixed names, clock and record helpers (docs/cli.md, ``demo``).
 
-:func:`run_demo` drives a real :class:`~creative_memory.app.store.MemoryStore` through the
-engine's behaviour, chapter by chapter, and returns the steps as typed values;
-:func:`render_human` and :func:`demo_document` turn them into text for a person or one JSON
-document for machines. Every timestamp comes from the script (the store runs on a fixed
-clock), so two runs produce identical output.
-
-Chapters:
-
-1. a fresh user with nothing injectable;
-2. the confidence ladder climbing to injection;
-3. a negative preference;
-4. the reversal ladder, a shadow record and its promotion;
-5. decay and archive, with time passed explicitly;
-6. a realistic multi-category profile through the full retrieval and its diagnostics;
-7. a project override and its suppression diagnostic.
+The walkthrough itself, and what each chapter shows, is described in the package's
+docstring (:mod:`creative_memory.cli.demo`).
 """
 
 from __future__ import annotations
