@@ -132,7 +132,7 @@ export interface paths {
         /** The memory block for a project (text, or JSON with format=json). */
         get: operations["prompt"];
         put?: never;
-        /** The host's composed system prompt with the memory block inserted (an existing block is replaced). Text, or JSON with format=json. */
+        /** The host's composed system prompt with the memory block inserted (an existing block is replaced). Text, or JSON with format=json; at_seq / as_of: the block as it was then. */
         post: operations["composePrompt"];
         delete?: never;
         options?: never;
@@ -253,6 +253,59 @@ export interface components {
             /** @enum {unknown} */
             status: "ok";
             version: string;
+            derivation: components["schemas"]["DerivationHealth"];
+        };
+        /**
+         * DerivationHealth
+         * @description When derived state is brought up to date (docs/daemon.md, "Background derivation"):
+         *     ``lazy`` (on the first read after new events) or ``background`` (a worker after each
+         *     batch: its queue depth — users waiting —, counters and most recent derivation; and,
+         *     when the request carries credentials, the caller's own record as ``user``).
+         */
+        DerivationHealth: {
+            /** @enum {unknown} */
+            mode: "background" | "lazy";
+            /** @default false */
+            running?: boolean;
+            /** @default 0 */
+            queue_depth?: number;
+            /** @default 0 */
+            derivations?: number;
+            /** @default 0 */
+            failures?: number;
+            /** @default null */
+            last_derived_at?: string | null;
+            /** @default null */
+            last_duration_ms?: number | null;
+            /** @default null */
+            user?: components["schemas"]["UserDerivation"] | null;
+        };
+        /**
+         * UserDerivation
+         * @description The worker's record of one user: whether a derivation is queued (``pending``: the
+         *     batches it will cover), how many derivations ran, and the last one's time (the store's
+         *     clock, ISO 8601), duration and error, if it failed. ``mode`` is ``"lazy"`` where no
+         *     worker runs (:func:`lazy_status`): reads derive, and the rest stays at its defaults.
+         */
+        UserDerivation: {
+            user_id: string;
+            /**
+             * @default background
+             * @enum {unknown}
+             */
+            mode?: "background" | "lazy";
+            /** @default false */
+            queued?: boolean;
+            /** @default 0 */
+            pending?: number;
+            /** @default 0 */
+            derivations?: number;
+            /** @default null */
+            last_derived_at?: string | null;
+            /** @default null */
+            last_duration_ms?: number | null;
+            /** @default null */
+            last_error?: string | null;
         };
         /**
          * OpenApiDoc
@@ -279,6 +332,11 @@ export interface components {
              * @default null
              */
             as_of?: components["schemas"]["AsOf"] | null;
+            /**
+             * @description How this user's state is derived (docs/daemon.md, "Background derivation"): lazy, or the worker's queue and last derivation.
+             * @default null
+             */
+            derivation_worker?: components["schemas"]["UserDerivation"] | null;
         };
         /**
          * SettingsView
@@ -474,6 +532,8 @@ export interface components {
             records: components["schemas"]["Preference"][];
             /** @default null */
             evidence?: Record<string, unknown>[] | null;
+            /** @default [] */
+            why_listed?: (string | null)[];
         };
         /**
          * TraceStep
@@ -488,6 +548,12 @@ export interface components {
             /** @default null */
             polarity?: string | null;
             effects: components["schemas"]["TraceEffect"][];
+            /** @default null */
+            seq_from?: number | null;
+            /** @default null */
+            events?: number | null;
+            /** @default null */
+            about?: string[] | null;
         };
         /**
          * TraceEffect
@@ -1243,7 +1309,10 @@ export interface operations {
     };
     composePrompt: {
         parameters: {
-            query?: never;
+            query?: {
+                at_seq?: number;
+                as_of?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;

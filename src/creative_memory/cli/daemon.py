@@ -68,6 +68,7 @@ Examples:
   creative-memory serve --port 0                # pick a free port
   creative-memory serve --multi-user            # one user per token
   creative-memory serve --port 0 --json         # one JSON document on stdout once ready
+  creative-memory serve --derivation background # derive after each batch, off the request
   creative-memory --data-dir /srv/memory serve --alarm-ms 20
 --user is whose memory a single-user daemon serves; --database a PostgreSQL URL (daemon
 state, the tokens, stays in the data dir, so replicas sharing a database are stateless
@@ -120,6 +121,14 @@ apart from their token file).
     default="info",
     show_default=True,
 )
+@click.option(
+    "--derivation",
+    type=click.Choice(["lazy", "background"]),
+    default=None,
+    help="When derived state is brought up to date: on the first read after new events "
+    "(lazy), or by a worker after each batch (background). "
+    "[default: $CREATIVE_MEMORY_DERIVATION, else lazy]",
+)
 def serve(
     state: State,
     host: str,
@@ -130,6 +139,7 @@ def serve(
     max_body_bytes: int,
     max_import_bytes: int,
     log_level: str,
+    derivation: str | None,
 ) -> None:
     """Run the local daemon: the HTTP API under /api/v1 and the Settings → Memory page.
 
@@ -140,7 +150,12 @@ def serve(
     (url, data_dir, user_id, multi_user) is printed on stdout once the daemon listens.
     """
     from creative_memory.http import DaemonConfig, run_daemon
+    from creative_memory.http.config import resolve_derivation
 
+    try:
+        mode = resolve_derivation(derivation)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="CREATIVE_MEMORY_DERIVATION") from exc
     root = resolve_data_dir(state.data_dir)
     if host not in ("127.0.0.1", "localhost", "::1") and not allow_hosts:
         click.echo(
@@ -162,6 +177,7 @@ def serve(
         max_body_bytes=max_body_bytes,
         max_import_bytes=max_import_bytes,
         log_level=log_level,
+        derivation=mode,
     )
 
     def ready(url: str) -> None:

@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 from creative_memory.capture.layer import CaptureConfig
+from creative_memory.engine.errors import ValidationError
 
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 7744
@@ -19,6 +22,11 @@ MAX_BATCH: Final = 1000  # events per POST /api/v1/events
 MAX_JSON_DEPTH: Final = 64
 LOOPBACK_NAMES: Final = ("localhost", "127.0.0.1", "[::1]")
 IMPORT_PATH: Final = "/api/v1/import"  # the one route whose body limit is max_import_bytes
+#: When derived state is brought up to date (docs/daemon.md, "Background derivation"):
+#: ``lazy`` on the first read after new events, ``background`` by a worker after each batch.
+DERIVATION_MODES: Final = ("lazy", "background")
+DEFAULT_DERIVATION: Final = "lazy"
+DERIVATION_ENV: Final = "CREATIVE_MEMORY_DERIVATION"
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,25 @@ class DaemonConfig:
     database: str | None = None  # a postgresql:// URL; None = the file store under root
     capture: CaptureConfig = field(default_factory=CaptureConfig)
     log_level: str = "info"
+    derivation: str = DEFAULT_DERIVATION  # one of DERIVATION_MODES
+
+
+def resolve_derivation(flag: str | None, env: Mapping[str, str] | None = None) -> str:
+    """The derivation mode: ``--derivation``, else ``$CREATIVE_MEMORY_DERIVATION``, else
+    ``lazy``; anything but ``lazy`` or ``background`` is a ``ValidationError`` naming the
+    source (``derivation`` for the flag, the variable's name for the environment)."""
+    env = os.environ if env is None else env
+    value = flag if flag else env.get(DERIVATION_ENV, "").strip().lower()
+    return check_derivation(value or DEFAULT_DERIVATION, "derivation" if flag else DERIVATION_ENV)
+
+
+def check_derivation(value: object, field_name: str = "derivation") -> str:
+    """``value`` if it is a derivation mode, else a ``ValidationError`` naming the field."""
+    if value not in DERIVATION_MODES:
+        raise ValidationError(
+            field_name, f"{field_name} must be one of {', '.join(DERIVATION_MODES)}, got {value!r}"
+        )
+    return str(value)
 
 
 def allowed_host_headers(config: DaemonConfig) -> frozenset[str]:

@@ -22,6 +22,7 @@ from creative_memory.app.service import (
     SettingsUpdate,
     SettingsView,
 )
+from creative_memory.app.worker import UserDerivation
 from creative_memory.engine.derivation.registry import known_versions
 from creative_memory.engine.explain import Explanation
 from creative_memory.engine.ids import SAFE_ID_CHARS
@@ -115,11 +116,28 @@ EventsBody = Annotated[
 
 
 # -- response bodies -------------------------------------------------------------------------
+class DerivationHealth(msgspec.Struct, kw_only=True):
+    """When derived state is brought up to date (docs/daemon.md, "Background derivation"):
+    ``lazy`` (on the first read after new events) or ``background`` (a worker after each
+    batch: its queue depth — users waiting —, counters and most recent derivation; and,
+    when the request carries credentials, the caller's own record as ``user``)."""
+
+    mode: Literal["lazy", "background"]
+    running: bool = False
+    queue_depth: int = 0
+    derivations: int = 0
+    failures: int = 0
+    last_derived_at: str | None = None
+    last_duration_ms: float | None = None
+    user: UserDerivation | None = None
+
+
 class Health(msgspec.Struct, kw_only=True):
     """GET /healthz."""
 
     status: Literal["ok"]
     version: str
+    derivation: DerivationHealth
 
 
 class MemoryView(msgspec.Struct, kw_only=True):
@@ -135,6 +153,11 @@ class MemoryView(msgspec.Struct, kw_only=True):
     projects: list[str]
     as_of: Annotated[
         AsOf | None, Meta(description="The point shown, when at_seq or as_of was given.")
+    ] = None
+    derivation_worker: Annotated[
+        UserDerivation | None,
+        Meta(description="How this user's state is derived (docs/daemon.md, "
+             "\"Background derivation\"): lazy, or the worker's queue and last derivation."),
     ] = None
 
 
@@ -165,6 +188,8 @@ class OpenApiDoc(msgspec.Struct, kw_only=True):
 COMPONENTS: Final = (
     ProblemDoc,
     Health,
+    DerivationHealth,
+    UserDerivation,
     OpenApiDoc,
     MemoryView,
     WireEvent,

@@ -1,5 +1,6 @@
 """The daemon's state behind the routes (docs/http.md, "Layout"): the MemoryService, the
-capture layer it feeds, the authenticator, the page's files and the slow-retrieval alarm."""
+capture layer it feeds, the background derivation worker (``--derivation background``), the
+authenticator, the page's files and the slow-retrieval alarm."""
 
 from __future__ import annotations
 
@@ -11,13 +12,18 @@ from typing import Any, Final, TypeVar
 
 from creative_memory.app.service import MemoryService
 from creative_memory.app.store import MemoryStore
+from creative_memory.app.worker import DerivationWorker
 from creative_memory.capture.layer import CaptureLayer, describe
 from creative_memory.engine.events import validate_user_id
 from creative_memory.http.auth import Authenticator, DaemonFiles
-from creative_memory.http.config import DaemonConfig, allowed_host_headers
+from creative_memory.http.config import DaemonConfig, allowed_host_headers, check_derivation
 from creative_memory.http.jsonlog import log_event
 
 T = TypeVar("T")
+
+#: How long a shutdown lets the derivation worker finish its queue (then it is abandoned:
+#: the events are in the log, and the next start derives lazily).
+WORKER_STOP_S: Final = 5.0
 
 #: The page's static files and their media types.
 WEB_FILES: Final = {
@@ -34,11 +40,15 @@ class Daemon:
         self.config = config
         if not config.multi_user:
             validate_user_id(config.user)
+        check_derivation(config.derivation)
         self.store = store or MemoryStore(
             config.database or config.root, derivation_version=config.derivation_version
         )
         self.service = MemoryService(self.store)
         self.capture = CaptureLayer(self.store, config.capture)
+        self.worker: DerivationWorker | None = None
+        if config.derivation == "background":
+            self.worker = DerivationWorker(self.store, on_error=_derivation_failed)
         self.files = DaemonFiles(config.root)
         self.auth = Authenticator(
             self.files, port=config.port, multi_user=config.multi_user, user=config.user
@@ -66,11 +76,18 @@ class Daemon:
             )
         return result
 
+    def derived(self, user: str) -> None:
+        """New events for ``user`` are in the log: queue their derivation (background mode)."""
+        if self.worker is not None:
+            self.worker.notify(user)
+
     def tick(self) -> None:
         """Deliver the capture layer's expired coalescing windows."""
         report = self.capture.tick(self.store.now_ms())
         if report.flushed or report.failed:
             log_event(logging.INFO, "capture_tick", flushed=report.flushed, failed=report.failed)
+            if report.flushed and not self.config.multi_user:  # reports name no user
+                self.derived(self.config.user)
 
     def flush_pending(self) -> None:
         """Deliver every pending coalesced event and write the derived state back (shutdown)."""
@@ -85,7 +102,20 @@ class Daemon:
             failed=report.failed,
             summary=describe(report),
         )
+        if self.worker is not None:  # every acknowledged event is in the log already
+            stopped = self.worker.close(WORKER_STOP_S)
+            log_event(
+                logging.INFO if stopped else logging.WARNING,
+                "derivation_worker_stopped",
+                stopped=stopped,
+                abandoned=self.worker.status().queue_depth,
+            )
         try:  # reads defer write-back: leave the derivation cache current
             self.store.flush()
         except Exception as exc:  # the cache is disposable: never fail a shutdown over it
             log_event(logging.WARNING, "derived_state_not_written", error=str(exc))
+
+
+def _derivation_failed(user: str, exc: BaseException) -> None:
+    """The worker's error report: a log line (the next read derives lazily and answers)."""
+    log_event(logging.WARNING, "derivation_failed", exc=exc, user=user)

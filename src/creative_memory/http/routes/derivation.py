@@ -55,6 +55,8 @@ async def post_derivation(request: Request) -> Response:
     result = await run_in_threadpool(
         _as_version, lambda: d.service.set_derivation_version(user, body.version)
     )
+    if result.changed:
+        d.derived(user)
     log_event(logging.INFO, "derivation_version_set", user=user, version=body.version,
               changed=result.changed)  # fmt: skip
     return encode(result)

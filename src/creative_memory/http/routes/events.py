@@ -44,6 +44,8 @@ async def post_events(request: Request) -> Response:
             raise
 
     result = await run_in_threadpool(work)
+    if result.accepted or result.flushed:
+        d.derived(user)  # --derivation background: the worker derives, off this request
     log_event(logging.INFO, "events_ingested", user=user, accepted=result.accepted,
               coalesced=result.coalesced, rejected=result.rejected)  # fmt: skip
     return encode(result)

@@ -3,6 +3,7 @@ OpenAPI document, the page, its static files and icon, the one-time login link, 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from importlib import resources
 from typing import Final
@@ -13,9 +14,9 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from creative_memory._version import __version__
 from creative_memory.http.jsonlog import log_event
-from creative_memory.http.problems import invalid, not_found, unauthorized
+from creative_memory.http.problems import Problem, invalid, not_found, unauthorized
 from creative_memory.http.routes.common import JSON, Operation, daemon, encode, query
-from creative_memory.http.schemas import Health, OpenApiDoc
+from creative_memory.http.schemas import DerivationHealth, Health, OpenApiDoc
 from creative_memory.http.state import WEB_FILES
 
 CSP: Final = (
@@ -37,8 +38,23 @@ opens a one-time login link for this page.</p></main></body></html>
 
 
 async def healthz(request: Request) -> Response:
-    """GET /healthz: liveness, no credentials."""
-    return encode(Health(status="ok", version=__version__))
+    """GET /healthz: liveness and how derivation runs, no credentials (with them, also the
+    caller's own derivation record)."""
+    d = daemon(request)
+    worker = d.worker
+    if worker is None:
+        derivation = DerivationHealth(mode="lazy")
+    else:
+        s = worker.status()
+        derivation = DerivationHealth(
+            mode="background", running=s.running, queue_depth=s.queue_depth,
+            derivations=s.derivations, failures=s.failures,
+            last_derived_at=s.last_derived_at, last_duration_ms=s.last_duration_ms,
+        )  # fmt: skip
+        if request.headers.get("authorization") or request.cookies:
+            with contextlib.suppress(Problem):
+                derivation.user = worker.status_of(d.auth.authenticate(request))
+    return encode(Health(status="ok", version=__version__, derivation=derivation))
 
 
 async def openapi(request: Request) -> Response:

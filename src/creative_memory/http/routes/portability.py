@@ -39,6 +39,8 @@ async def post_import(request: Request) -> Response:
     check_json_type(request)
     data = await request.body()  # the BodyLimit middleware meters it (max_import_bytes)
     result = await run_in_threadpool(d.service.import_archive, user, data, mode)
+    if result.events_added:
+        d.derived(user)
     log_event(logging.INFO, "imported", user=user, mode=mode, events_added=result.events_added)
     return encode(result)
 
