@@ -242,8 +242,13 @@ def test_prompt_as_of_prints_the_block_then_and_the_point_on_stderr(cli: Cli) ->
     assert before.out == "" and "before the first event" in before.err
     assert "no memory block" in before.err
     host = cli.tmp / "host.md"
-    host.write_text("## Personal memory\n", encoding="utf-8")
-    one_line_error(cli("prompt", "--host-prompt", str(host), "--at-seq", "3"), 2, "--at-seq")
+    host.write_text("## Personal memory\n\nKeep it short.\n", encoding="utf-8")
+    composed = cli.json("prompt", "--host-prompt", str(host), "--at-seq", "3")
+    assert composed["block"] == doc["block"] and composed["as_of"]["at_seq"] == 3
+    assert composed["prompt"].startswith("## Personal memory\n")
+    assert doc["block"] in composed["prompt"] and "neon_palette" not in composed["prompt"]
+    text = cli.ok("prompt", "--host-prompt", str(host), "--at-seq", "3")
+    assert text.out == composed["prompt"] and text.err.startswith("Right after event 3")
 
 
 @pytest.mark.parametrize("command", [["inspect"], ["explain", "color", "neon_palette"], ["prompt"]])

@@ -239,6 +239,13 @@ def test_explain_and_prompt_at_a_point(api: Api) -> None:
     assert earlier["block"] == ""
     assert api.get("/api/v1/prompt", params={"as_of": "2026-02-01"}).text == ""
     assert api.get("/api/v1/prompt", params={"format": "json"}).json()["as_of"] is None
+    # composing into a host prompt takes the same point
+    host = {"host_prompt": "## Personal memory\n\nShort answers.\n", "format": "json"}
+    past = api.post("/api/v1/prompt", params={"at_seq": 1}, json=host).json()
+    assert past["as_of"]["at_seq"] == 1 and past["prompt"] == host["host_prompt"]
+    present = api.post("/api/v1/prompt", json=host).json()
+    assert present["as_of"] is None and "neon_palette" in present["prompt"]
+    assert_problem(api.post("/api/v1/prompt", params={"at_seq": -1}, json=host), 422, "at_seq")
 
 
 def test_forgotten_stays_forgotten_in_every_past_view(api: Api) -> None:

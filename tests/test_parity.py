@@ -245,7 +245,7 @@ def cli_args(root: Path, case: Case) -> tuple[list[str], bytes | None]:
     elif op == "compose":
         host = root.parent / "host.md"
         host.write_text(a["host_prompt"], encoding="utf-8")
-        args = ["prompt", "--host-prompt", str(host), *a.get("cli", [])]
+        args = ["prompt", "--host-prompt", str(host), *point, *a.get("cli", [])]
     else:  # pragma: no cover
         raise AssertionError(op)
     return ["--data-dir", str(root), "--user", U, "--json", *args], stdin
@@ -334,7 +334,7 @@ def http_request(case: Case) -> tuple[str, str, dict[str, Any]]:
         body = {k: v for k, v in a.items() if k in ("variant", "host_prompt", "project_id")}
         if op == "prompt":
             return "GET", "/api/v1/prompt", {"params": {**q, **body, "format": "json"}}
-        return "POST", "/api/v1/prompt", {"json": {**body, "format": "json"}}
+        return "POST", "/api/v1/prompt", {"params": q, "json": {**body, "format": "json"}}
     raise AssertionError(op)  # pragma: no cover
 
 
@@ -556,6 +556,20 @@ CASES: list[Case] = [
         "compose into a host prompt",
         "compose",
         {"host_prompt": "## Personal memory\n\nlikes teal\n"},
+        surfaces=("cli", "http"),
+    ),
+    Case(
+        "compose the block at an event into a host prompt",
+        "compose",
+        {"host_prompt": "## Personal memory\n\nlikes teal\n", "at_seq": 3},
+        surfaces=("cli", "http"),
+    ),
+    Case(
+        "compose at a negative event",
+        "compose",
+        {"host_prompt": "## Personal memory\n", "at_seq": -1},
+        "invalid",
+        {"*": "at_seq", "cli": "--at-seq"},
         surfaces=("cli", "http"),
     ),
     Case(

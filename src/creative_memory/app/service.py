@@ -516,8 +516,12 @@ class MemoryService:
         host_prompt: str,
         project_id: str | None = None,
         variant: str = "generation",
+        *,
+        at_seq: int | None = None,
+        as_of: str | None = None,
     ) -> PromptResult:
-        """The host's composed system prompt with the memory block placed in it
+        """The host's composed system prompt with the memory block placed in it — the block
+        of now, or as it was right after event ``at_seq`` / as of a time
         (docs/prompt-composition.md)."""
         if not isinstance(host_prompt, str):
             raise ValidationError("host_prompt", "host_prompt must be a string")
@@ -526,7 +530,7 @@ class MemoryService:
                 "variant", "the legacy block has no heading to place; use generation or critique"
             )
         _choice("variant", variant, COMPOSE_VARIANTS)
-        result = self.prompt(user_id, project_id, variant)
+        result = self.prompt(user_id, project_id, variant, at_seq=at_seq, as_of=as_of)
         result.prompt = insert_memory_block_into_prompt(host_prompt, result.block)
         return result
 

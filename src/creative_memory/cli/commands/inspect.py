@@ -211,7 +211,13 @@ def render_explanation(
     grid = table("seq", "time (UTC)", "event", "record", "what it did", "strength", "conf")
     for step in result.steps:
         event = safe(step.kind.replace("_", " "))
-        if step.signal_type:
+        if step.kind == "joint_fit":  # moved by events about other patterns
+            event = (
+                f"joint fit: {safe(', '.join(step.about))}"
+                if step.about
+                else f"joint fit: {step.events} events #{step.seq_from}-{step.seq}"
+            )
+        elif step.signal_type:
             sign = "+" if step.polarity == "positive" else "-"
             event = f"{safe(step.signal_type)} {sign}"
         for i, eff in enumerate(step.effects or [None]):
@@ -246,6 +252,9 @@ def render_explanation(
                 f"derived through seq {rec.last_derived_event_seq}",
                 soft_wrap=True,
             )
+        for why in result.why_listed:
+            if why:
+                console.print(f"  ({safe(why)})", soft_wrap=True)
         for ev in result.evidence or []:
             _print_evidence(console, ev)
     else:

@@ -77,15 +77,14 @@ def prompt(
     in the past)."""
     if critique and legacy:
         raise click.UsageError("--critique and --legacy are mutually exclusive")
-    past = at_seq is not None or as_of is not None
-    if past and host_prompt is not None:
-        raise click.UsageError("--host-prompt composes the block of now: drop --at-seq/--as-of")
     variant = "critique" if critique else "legacy" if legacy else "generation"
     service = state.service
     if host_prompt is None:
         result = service.prompt(state.user, project, variant, at_seq=at_seq, as_of=as_of)
     else:
-        result = service.compose(state.user, read_host_prompt(host_prompt), project, variant)
+        result = service.compose(
+            state.user, read_host_prompt(host_prompt), project, variant, at_seq=at_seq, as_of=as_of
+        )
     if state.json:
         doc: dict[str, Any] = {
             "user_id": state.user,

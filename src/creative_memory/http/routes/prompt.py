@@ -51,9 +51,12 @@ async def post_prompt(request: Request) -> Response:
     user = d.auth.authenticate(request)
     body = await read_struct(request, ComposeRequest)
     project_id = body.project_id or None
+    at_seq, as_of = point_query(request)
     result = await run_in_threadpool(
         d.timed, "retrieve", user, project_id,
-        lambda: d.service.compose(user, body.host_prompt, project_id, body.variant),
+        lambda: d.service.compose(
+            user, body.host_prompt, project_id, body.variant, at_seq=at_seq, as_of=as_of
+        ),
     )  # fmt: skip
     return _render(result, result.prompt or "", body.format)
 
@@ -70,8 +73,9 @@ OPERATIONS = (
     Operation(
         "POST", "/api/v1/prompt", post_prompt, "composePrompt",
         "The host's composed system prompt with the memory block inserted (an existing block "
-        "is replaced). Text, or JSON with format=json.",
-        body=ComposeRequest, responses={TEXT: str, JSON: PromptResult},
+        "is replaced). Text, or JSON with format=json; at_seq / as_of: the block as it was "
+        "then.",
+        params=POINT, body=ComposeRequest, responses={TEXT: str, JSON: PromptResult},
         errors=(400, 401, 403, 413, 415, 422),
     ),
 )  # fmt: skip

@@ -505,12 +505,18 @@
         const li = el("li");
         li.append(el("span", `#${s.seq}`, { class: "seq" }), " ",
           el("time", localTime(s.at), { datetime: s.at }), " · ",
-          el("span", [s.kind, s.signal_type, s.polarity].filter(Boolean).join(" ")),
+          el("span", s.kind === "joint_fit"
+            ? `moved by the joint fit: ${s.about ? s.about.join(", ")
+              : `${plural(s.events, "event", "events")} about other patterns, #${s.seq_from}–#${s.seq}`}`
+            : [s.kind, s.signal_type, s.polarity].filter(Boolean).join(" ")),
           el("span", effects, { class: "effects" }));
         list.append(li);
       }
       const evidence = $("why-evidence");
       evidence.replaceChildren();
+      for (const why of e.why_listed || []) {
+        if (why) evidence.append(el("li", why));
+      }
       for (const v of e.evidence || []) {
         const level = v.type_level === null ? "" : `, type level ${fmt(v.type_level)}`;
         evidence.append(el("li", `Estimate ${fmt(v.estimate)} ± ${fmt(v.sd)}${level}, ` +
