@@ -49,6 +49,7 @@ from creative_memory.app.results import (
     SettingsView,
 )
 from creative_memory.app.store import MemoryStore
+from creative_memory.app.worker import DerivationWorker, lazy_status
 from creative_memory.capture.layer import CaptureLayer, CaptureReport
 from creative_memory.engine.derivation.registry import check_version, known_versions
 from creative_memory.engine.errors import Conflict, NotFound, StorageError, ValidationError
@@ -99,11 +100,14 @@ MAX_SETTINGS_PROJECTS: Final = 1000
 
 # -- the service ---------------------------------------------------------------------------
 class MemoryService:
-    """Every user-facing operation over one :class:`MemoryStore`."""
+    """Every user-facing operation over one :class:`MemoryStore` — and, in a daemon with
+    background derivation, the :class:`DerivationWorker` that derives after each batch
+    (``inspect`` reports it; docs/daemon.md, "Background derivation")."""
 
-    def __init__(self, store: MemoryStore) -> None:
+    def __init__(self, store: MemoryStore, worker: DerivationWorker | None = None) -> None:
         self.store = store
         self.history = History(store)
+        self.worker = worker
 
     # settings -----------------------------------------------------------------------------
     def settings(self, user_id: str) -> SettingsView:
@@ -245,6 +249,9 @@ class MemoryService:
         point = self.history.point(user_id, at_seq, as_of)
         if point is None:
             doc = self.store.inspect(user_id, project_id)
+            worker = self.worker
+            status = lazy_status(user_id) if worker is None else worker.status_of(user_id)
+            doc["derivation"] = msgspec.to_builtins(status)
         else:
             doc = inspect_at(self.store, self.history, user_id, project_id, point)
         found = set(doc["settings"].get("disabled_projects", []))

@@ -4,9 +4,11 @@ authenticator, the page's files and the slow-retrieval alarm."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from typing import Any, Final, TypeVar
 
@@ -20,6 +22,11 @@ from creative_memory.http.config import DaemonConfig, allowed_host_headers, chec
 from creative_memory.http.jsonlog import log_event
 
 T = TypeVar("T")
+
+#: Threads for the blocking part of requests (storage, derivation): a plain thread pool,
+#: whose hand-off costs ~30 us of CPU a call where anyio's ``run_in_threadpool`` costs
+#: ~100 us (docs/performance.md, "Daemon").
+THREADS: Final = 32
 
 #: How long a shutdown lets the derivation worker finish its queue (then it is abandoned:
 #: the events are in the log, and the next start derives lazily).
@@ -44,11 +51,11 @@ class Daemon:
         self.store = store or MemoryStore(
             config.database or config.root, derivation_version=config.derivation_version
         )
-        self.service = MemoryService(self.store)
-        self.capture = CaptureLayer(self.store, config.capture)
         self.worker: DerivationWorker | None = None
         if config.derivation == "background":
             self.worker = DerivationWorker(self.store, on_error=_derivation_failed)
+        self.service = MemoryService(self.store, self.worker)  # inspect reports the worker
+        self.capture = CaptureLayer(self.store, config.capture)
         self.files = DaemonFiles(config.root)
         self.auth = Authenticator(
             self.files, port=config.port, multi_user=config.multi_user, user=config.user
@@ -58,6 +65,11 @@ class Daemon:
         base = resources.files("creative_memory.http") / "web"
         self.web = {name: (base / name).read_bytes() for name in WEB_FILES}
         self.openapi: dict[str, Any] = {}
+        self.executor = ThreadPoolExecutor(THREADS, thread_name_prefix="creative-memory-http")
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in the daemon's thread pool, off the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
     def timed(self, operation: str, user: str, project_id: str | None, fn: Callable[[], T]) -> T:
         """``fn()``, with a ``slow_retrieval`` warning when it takes over the alarm."""
