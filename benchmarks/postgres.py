@@ -4,6 +4,10 @@
       ``ingest_signal`` at a time (each call returns only once the event is durable: fsync
       for files, COMMIT for PostgreSQL). Two layouts: one process with 16 threads sharing a
       ``MemoryStore`` (one daemon), and 4 processes x 4 users (replicas). events/s over all.
+      With ``--baseline DIR`` (a checkout of an earlier revision, e.g. made with
+      ``git worktree add /tmp/pg_before REV``) the PostgreSQL ingest of that code is measured
+      in the same run, alternating with this code's, in child processes that import
+      ``creative_memory`` from ``DIR/src``; ``--rounds N`` repeats both N times (median).
   (b) ``retrieve_for_injection`` p50/p99 for a user with 60 active patterns: warm (the same
       store, the in-process state is current) and "stateless replica" (a new
       ``MemoryStore`` per call: the derived state comes from the derivation cache in the
@@ -13,7 +17,8 @@ PostgreSQL: ``--database URL`` (or ``CREATIVE_MEMORY_DATABASE_URL``); the benchm
 a schema of its own, dropped afterwards. Without a URL it starts a private throwaway cluster
 (as the test suite does; needs the server binaries). The file backend uses a temp dir.
 
-Run: ``.venv/bin/python benchmarks/postgres.py [--database URL] [--events-per-user N]``.
+Run: ``.venv/bin/python benchmarks/postgres.py [--database URL] [--events-per-user N]
+[--baseline DIR] [--rounds N] [--ingest-only]``.
 """
 
 from __future__ import annotations
@@ -109,10 +114,15 @@ def child_main(argv: list[str]) -> None:
     store.close()
 
 
-def run_processes(root: str, users: list[str], per_user: int, processes: int) -> float:
+def run_processes(
+    root: str, users: list[str], per_user: int, processes: int, src: Path = REPO / "src"
+) -> float:
+    """``processes`` child processes, each with one writer thread per user of its share,
+    importing ``creative_memory`` from ``src``; seconds from the first start to the last
+    end."""
     go = Path(tempfile.mkdtemp(prefix="cm-bench-go-")) / "go"
     groups = [users[k::processes] for k in range(processes)]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "src"), str(REPO)]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(src), str(REPO)]))
     procs = [
         subprocess.Popen(
             [sys.executable, __file__, "--child", root, str(per_user), str(go), *g],
@@ -135,7 +145,7 @@ def run_processes(root: str, users: list[str], per_user: int, processes: int) ->
         if p.returncode != 0:
             raise RuntimeError(err)
         spans.append(json.loads(out.strip().splitlines()[-1]))
-    return max(s["end"] for s in spans) - min(s["start"] for s in spans)
+    return float(max(s["end"] for s in spans) - min(s["start"] for s in spans))
 
 
 def build_active60(store: MemoryStore, user: str) -> None:
@@ -192,7 +202,12 @@ def main() -> None:
     ap.add_argument("--database", default=os.environ.get("CREATIVE_MEMORY_DATABASE_URL"))
     ap.add_argument("--events-per-user", type=int, default=150)
     ap.add_argument("--retrievals", type=int, default=2000)
+    ap.add_argument("--baseline", type=Path, help="a checkout of an earlier revision")
+    ap.add_argument("--rounds", type=int, default=1, help="PostgreSQL ingest repetitions")
+    ap.add_argument("--ingest-only", action="store_true", help="skip (b)")
     args = ap.parse_args()
+    if args.baseline is not None and not (args.baseline / "src" / "creative_memory").is_dir():
+        sys.exit(f"--baseline {args.baseline}: no src/creative_memory there")
 
     cluster: PrivateCluster | None = None
     server = args.database
@@ -203,33 +218,39 @@ def main() -> None:
         cluster = PrivateCluster(bindir)
         server = cluster.start()
     users = [f"user{i:02d}" for i in range(USERS)]
-    rows: list[tuple[str, str, str]] = []
+    per_user = args.events_per_user
+    columns = ["files", "postgres"] + (["postgres (baseline)"] if args.baseline else [])
+    rows: list[list[str]] = []
     try:
         version = pg_version(server)
-        results: dict[str, dict[str, Any]] = {}
-        for kind in ("files", "postgres"):
-            r: dict[str, Any] = {}
-            for layout, fn in layouts(users, args.events_per_user).items():
-                with backend_root(kind, server) as root:
-                    seconds = fn(root)
-                    r[layout] = USERS * args.events_per_user / seconds
-            with backend_root(kind, server) as root:
-                r["retrieval"] = retrieval(root, args.retrievals)
-            results[kind] = r
-        for layout in layouts(users, 1):
-            rows.append(
-                (
-                    f"(a) durable ingest, 16 users, {layout}",
-                    f"{results['files'][layout]:,.0f} events/s",
-                    f"{results['postgres'][layout]:,.0f} events/s",
+        ingested: dict[str, list[dict[str, float]]] = {c: [] for c in columns}
+        ingested["files"].append(ingest("files", server, users, per_user, None))
+        for _ in range(max(1, args.rounds)):  # alternating, so load drifts hit both alike
+            ingested["postgres"].append(ingest("postgres", server, users, per_user, None))
+            if args.baseline is not None:
+                src = args.baseline / "src"
+                ingested["postgres (baseline)"].append(
+                    ingest("postgres", server, users, per_user, src)
                 )
+        for layout in layouts(users, 1):
+            cells = [statistics.median(r[layout] for r in ingested[c]) for c in columns]
+            rows.append(
+                [f"(a) durable ingest, 16 users, {layout}"] + [f"{v:,.0f} events/s" for v in cells]
             )
-        for mode, label in (
-            ("warm", "(b) retrieve p50 / p99, warm store"),
-            ("replica", "(b) retrieve p50 / p99, no in-process state (stateless replica)"),
-        ):
-            f, p = results["files"]["retrieval"][mode], results["postgres"]["retrieval"][mode]
-            rows.append((label, f"{f[0]:.2f} / {f[1]:.2f} ms", f"{p[0]:.2f} / {p[1]:.2f} ms"))
+        if not args.ingest_only:
+            retrieved = {}
+            for kind in ("files", "postgres"):
+                with backend_root(kind, server) as root:
+                    retrieved[kind] = retrieval(root, args.retrievals)
+            for mode, label in (
+                ("warm", "(b) retrieve p50 / p99, warm store"),
+                ("replica", "(b) retrieve p50 / p99, no in-process state (stateless replica)"),
+            ):
+                f, p = retrieved["files"][mode], retrieved["postgres"][mode]
+                rows.append(
+                    [label, f"{f[0]:.2f} / {f[1]:.2f} ms", f"{p[0]:.2f} / {p[1]:.2f} ms"]
+                    + ["-"] * (len(columns) - 2)
+                )
     finally:
         if cluster is not None:
             cluster.stop()
@@ -238,18 +259,60 @@ def main() -> None:
         f"Python {platform.python_version()}"
     )
     print(f"postgres: {version}{' (private cluster, default settings)' if cluster else ''}")
-    print(f"{args.events_per_user} events per user, {args.retrievals} warm retrievals")
+    if args.baseline is not None:
+        print(f"baseline: {args.baseline} ({git_rev(args.baseline)}); this code: {git_rev(REPO)}")
+    print(
+        f"{per_user} events per user, {args.retrievals} warm retrievals, "
+        f"PostgreSQL ingest: median of {max(1, args.rounds)} round(s)"
+    )
     width = max(len(r[0]) for r in rows)
-    print(f"{'measurement':<{width}}  {'files':>22}  {'postgres':>22}")
-    for label, f, p in rows:
-        print(f"{label:<{width}}  {f:>22}  {p:>22}")
+    print(f"{'measurement':<{width}}" + "".join(f"  {c:>22}" for c in columns))
+    for label, *texts in rows:
+        print(f"{label:<{width}}" + "".join(f"  {t:>22}" for t in texts))
 
 
-def layouts(users: list[str], per_user: int) -> dict[str, Callable[[str], float]]:
+def git_rev(path: Path) -> str:
+    """The short commit of a checkout (``+`` when it has uncommitted changes)."""
+    try:
+        rev = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(path), "status", "--porcelain", "--", "src", "benchmarks"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+    return rev + ("+" if dirty else "")
+
+
+def layouts(
+    users: list[str], per_user: int, src: Path | None = None
+) -> dict[str, Callable[[str], float]]:
+    """The ingest layouts; with ``src`` both run in child processes importing from it."""
+    if src is None:
+        return {
+            "1 process x 16 threads": lambda root: run_writers(root, users, per_user),
+            "4 processes x 4 threads": lambda root: run_processes(root, users, per_user, 4),
+        }
     return {
-        "1 process x 16 threads": lambda root: run_writers(root, users, per_user),
-        "4 processes x 4 threads": lambda root: run_processes(root, users, per_user, 4),
+        "1 process x 16 threads": lambda root: run_processes(root, users, per_user, 1, src),
+        "4 processes x 4 threads": lambda root: run_processes(root, users, per_user, 4, src),
     }
+
+
+def ingest(kind: str, server: str, users: list[str], per_user: int, src: Path | None) -> Any:
+    """events/s per layout for one backend (``src``: the code to import, in children)."""
+    out: dict[str, float] = {}
+    for layout, fn in layouts(users, per_user, src).items():
+        with backend_root(kind, server) as root:
+            out[layout] = len(users) * per_user / fn(root)
+    return out
 
 
 class backend_root:
@@ -277,7 +340,12 @@ def pg_version(url: str) -> str:
 
     with psycopg.connect(url) as conn:
         row = conn.execute("SHOW server_version").fetchone()
-    return f"PostgreSQL {row[0] if row else '?'}"
+        sync = conn.execute("SHOW synchronous_commit").fetchone()
+        fsync = conn.execute("SHOW fsync").fetchone()
+    return (
+        f"PostgreSQL {row[0] if row else '?'}, synchronous_commit="
+        f"{sync[0] if sync else '?'}, fsync={fsync[0] if fsync else '?'}"
+    )
 
 
 if __name__ == "__main__":

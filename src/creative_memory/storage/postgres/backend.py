@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import secrets
-import threading
-import time
-import weakref
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, LiteralString
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import msgspec
 import psycopg
-from psycopg_pool import ConnectionPool
 
 from creative_memory.engine.errors import StorageError
 from creative_memory.engine.events import (
@@ -26,8 +21,20 @@ from creative_memory.engine.events import (
 from creative_memory.engine.settings import UserSettings
 from creative_memory.storage.base import Appended, LogSnapshot
 from creative_memory.storage.files.cache import DEFAULT_CACHE_CAPACITY
-from creative_memory.storage.postgres.schema import message as _message
-from creative_memory.storage.postgres.schema import migrate, redact_url
+from creative_memory.storage.postgres.appends import (
+    SQL_APPEND_MANY,
+    SQL_APPEND_ONE,
+    SQL_STORED_H,
+    SQL_TAIL,
+    GroupCommit,
+    Tail,
+    Written,
+)
+from creative_memory.storage.postgres.connections import (
+    ACQUIRE_TRIES,
+    DEFAULT_POOL_SIZE,
+    Connections,
+)
 
 _SINK_CHUNK = 4096  # events per call of a read_events sink
 
@@ -35,16 +42,11 @@ _settings_decoder = msgspec.json.Decoder(UserSettings)
 _encoder = msgspec.json.Encoder()
 _DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError)
 
-#: A pooled connection idle for longer than this is pinged before a read (always before a
-#: write); when the ping fails, every idle connection is checked and the call retried.
-_CHECK_IDLE_S = 1.0
-_ACQUIRE_TRIES = 3
-
-# The per-user lock key: schema-qualified, so tenants in other schemas never contend.
-_LOCK_USER: LiteralString = (
-    "SELECT pg_advisory_xact_lock(hashtextextended("
-    "'creative-memory:user:' || coalesce(current_schema(), '') || '/' || %s, 0))"
-)
+#: Conditional appends tried before the locked transaction (each loss: another writer of
+#: the same user committed in between).
+_OPTIMISTIC_TRIES = 4
+#: Users whose log tail this process remembers (a hint only; forgotten all at once beyond).
+_TAILS_KEPT = 100_000
 
 
 def _kind(ev: Event) -> str:
@@ -60,40 +62,23 @@ class PostgresStorage:
         *,
         cache_capacity: int = DEFAULT_CACHE_CAPACITY,
         min_size: int = 1,
-        max_size: int = 8,
+        max_size: int = DEFAULT_POOL_SIZE,
         connect_timeout: float = 10.0,
     ) -> None:
         self.cache_capacity = cache_capacity
-        self._described = redact_url(url)
-        self._last_used: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._used_lock = threading.Lock()
-        # Migrate over a direct connection first: a wrong URL or password fails here at
-        # once with the server's message (the pool would only time out).
-        try:
-            with psycopg.connect(url, connect_timeout=max(1, int(connect_timeout))) as conn:
-                migrate(conn)
-        except psycopg.Error as exc:
-            raise StorageError(f"{self._described}: {_message(exc)}") from exc
-        self._pool: ConnectionPool[psycopg.Connection[tuple[Any, ...]]] = ConnectionPool(
-            url,
-            min_size=min_size,
-            max_size=max_size,
-            open=True,
-            kwargs={"autocommit": True},  # reads are single statements; writes use _tx
-            timeout=30.0,
-            num_workers=2,
-            name="creative-memory",
+        self._tails: dict[str, Tail] = {}  # user -> the log's tail as last written here
+        self._group = GroupCommit(self._write)
+        self._db = Connections(
+            url, min_size=min_size, max_size=max_size, connect_timeout=connect_timeout
         )
 
     def describe(self) -> str:
         """The database URL with any password redacted."""
-        return self._described
+        return self._db.described
 
     def close(self) -> None:
         """Close the connection pool (idempotent)."""
-        self._pool.close()
+        self._db.close()
 
     def __enter__(self) -> PostgresStorage:
         return self
@@ -101,69 +86,12 @@ class PostgresStorage:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- plumbing ----------------------------------------------------------------------------
-    def _acquire(self, *, ping: bool) -> psycopg.Connection[tuple[Any, ...]]:
-        """A pooled connection known to work: pinged first when ``ping`` (writes) or when it
-        sat idle for over a second (reads), replaced when the ping fails. So a database
-        restart or failover costs a reconnect, while steady read traffic pays no extra
-        round trip; a connection that dies in the second after its last use can still fail
-        one read (a :class:`StorageError`; reads are safe to repeat)."""
-        for attempt in range(_ACQUIRE_TRIES):
-            conn = self._pool.getconn()
-            with self._used_lock:
-                last = self._last_used.get(conn)
-            if not ping and last is not None and time.monotonic() - last <= _CHECK_IDLE_S:
-                return conn
-            try:
-                ConnectionPool.check_connection(conn)
-                return conn
-            except psycopg.OperationalError:
-                self._pool.putconn(conn)  # broken: the pool discards it
-                if attempt == _ACQUIRE_TRIES - 1:
-                    raise
-                self._pool.check()  # the others are likely dead too: replace them all
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    @contextlib.contextmanager
-    def _conn(self, *, ping: bool = False) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
-        """A pooled connection in autocommit mode (each statement its own transaction).
-        Database errors become :class:`StorageError`; errors raised by callbacks pass
-        through unchanged."""
-        try:
-            conn = self._acquire(ping=ping)
-            try:
-                yield conn
-            finally:
-                with self._used_lock:
-                    self._last_used[conn] = time.monotonic()
-                self._pool.putconn(conn)  # rolls back / discards a connection left unclean
-                if conn.closed:  # it died under us (a restart?): check the idle ones now
-                    with contextlib.suppress(psycopg.Error):
-                        self._pool.check()
-        except psycopg.Error as exc:  # includes psycopg_pool.PoolTimeout
-            raise StorageError(f"{self._described}: {_message(exc)}") from exc
-
-    @contextlib.contextmanager
-    def _tx(self, user_id: str | None = None) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
-        """One transaction, committed before the caller continues (rolled back on error),
-        holding ``user_id``'s advisory lock when given.
-
-        Pipeline mode: statements are sent without waiting for each reply until a result is
-        needed, so ``BEGIN``, the lock and the first query cost one round trip, and the
-        writes plus ``COMMIT`` another. The server still runs them one after the other — a
-        statement's snapshot is taken only once the lock before it is granted — and leaving
-        the block waits for the ``COMMIT`` to be acknowledged."""
-        with self._conn(ping=True) as conn, conn.pipeline(), conn.transaction():
-            if user_id is not None:
-                conn.execute(_LOCK_USER, (user_id,))
-            yield conn
-
     def _decode(self, user_id: str, seq: int, line: bytes) -> Event:
         try:
             return decode_event(line)
         except _DECODE_ERRORS as exc:
             raise StorageError(
-                f"{self._described}: user {user_id} event seq {seq} is not a valid event "
+                f"{self._db.described}: user {user_id} event seq {seq} is not a valid event "
                 f"({exc}); the log is corrupt — restore it from a backup or an export"
             ) from exc
 
@@ -195,7 +123,7 @@ class PostgresStorage:
     # -- queries -----------------------------------------------------------------------------
     def user_exists(self, user_id: str) -> bool:
         """Whether the user has a row (a log or settings)."""
-        with self._conn() as conn:
+        with self._db.conn() as conn:
             row = conn.execute(
                 "SELECT generation IS NOT NULL OR settings IS NOT NULL "
                 "FROM cm_users WHERE user_id = %s",
@@ -205,7 +133,7 @@ class PostgresStorage:
 
     def event_count(self, user_id: str) -> int:
         """How many events the user's log holds."""
-        with self._conn() as conn:
+        with self._db.conn() as conn:
             row = conn.execute(
                 "SELECT count(*) FROM cm_events WHERE user_id = %s", (user_id,)
             ).fetchone()
@@ -214,7 +142,7 @@ class PostgresStorage:
     def user_files(self, user_id: str) -> list[str]:
         """What is stored for the user, named like the file backend's artefacts: ``events``
         (the log), ``settings``, ``snapshot`` and ``cache/<key>`` per cache entry."""
-        with self._conn() as conn:
+        with self._db.conn() as conn:
             row = conn.execute(
                 "SELECT generation IS NOT NULL, settings IS NOT NULL, "
                 "EXISTS (SELECT 1 FROM cm_snapshots s WHERE s.user_id = u.user_id) "
@@ -241,7 +169,7 @@ class PostgresStorage:
         """``end`` is the ``seq`` of the last event read (the position to continue from):
         within one generation events are only ever appended with higher ``seq``. One
         statement, so the generation and the events come from one consistent snapshot."""
-        with self._conn() as conn:
+        with self._db.conn() as conn:
             rows = conn.execute(
                 "SELECT u.generation, u.generation = %(gen)s, e.seq, e.line "
                 "FROM cm_users u LEFT JOIN cm_events e ON e.user_id = u.user_id "
@@ -266,7 +194,7 @@ class PostgresStorage:
         """Walk the log backwards (``h`` and ``line`` in growing batches, one repeatable-read
         snapshot) until an event whose chain hash is cached; decode only the events after
         it: O(k) rows for k events after the cached one."""
-        with self._tx() as conn:
+        with self._db.tx() as conn:
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             row = conn.execute(
                 "SELECT generation FROM cm_users WHERE user_id = %s", (user_id,)
@@ -311,7 +239,7 @@ class PostgresStorage:
 
     def generation(self, user_id: str) -> str:
         """The log's current generation ("" when there is no log)."""
-        with self._conn() as conn:
+        with self._db.conn() as conn:
             row = conn.execute(
                 "SELECT generation FROM cm_users WHERE user_id = %s", (user_id,)
             ).fetchone()
@@ -324,17 +252,91 @@ class PostgresStorage:
 
     def append_positioned(self, user_id: str, events: Sequence[Event]) -> Appended:
         """Positions are ``seq`` values, as in :meth:`read_events`: ``start`` is the seq of
-        the last event before the new ones (0 when none), ``end`` the last new seq."""
+        the last event before the new ones (0 when none), ``end`` the last new seq.
+        Concurrent appends of the same user share one transaction (:class:`GroupCommit`)."""
         if not events:
             return Appended(events=[], generation=self.generation(user_id), start=0, end=0)
-        with self._tx(user_id) as conn:
-            row = conn.execute(
-                "SELECT u.generation, u.seq_floor, last.h, last.seq FROM cm_users u "
-                "LEFT JOIN LATERAL (SELECT e.h, e.seq FROM cm_events e "
-                "WHERE e.user_id = u.user_id ORDER BY e.seq DESC LIMIT 1) last ON true "
-                "WHERE u.user_id = %s",
-                (user_id,),
-            ).fetchone()
+        return self._group.append(user_id, events)
+
+    def _write(self, user_id: str, events: list[Event]) -> Written:
+        """Commit ``events`` after the log's tail: one conditional statement onto the tail
+        this process saw last (or just read), re-chained and retried when another writer
+        moved it; the locked transaction for a log that does not exist yet, or after
+        repeated losses to other writers."""
+        tail = self._tails.get(user_id)
+        for _ in range(_OPTIMISTIC_TRIES):
+            if tail is None:
+                tail = self._read_tail(user_id)
+                if tail is None:
+                    break
+            out = sequenced(events, tail.floor, tail.last_h)
+            if self._append_if_at(user_id, tail, out):
+                self._remember(user_id, Tail(tail.generation, out[-1].seq, out[-1].seq, out[-1].h))
+                return out, tail.generation, tail.last_seq
+            tail = None
+        return self._append_locked(user_id, events)
+
+    def _remember(self, user_id: str, tail: Tail) -> None:
+        if len(self._tails) >= _TAILS_KEPT:
+            self._tails.clear()
+        self._tails[user_id] = tail
+
+    def _read_tail(self, user_id: str) -> Tail | None:
+        """The log's tail as now committed (no lock: the conditional append checks it);
+        ``None`` when the log does not exist yet."""
+        with self._db.conn() as conn:
+            row = conn.execute(SQL_TAIL, {"u": user_id}, prepare=True).fetchone()
+        if row is None or row[0] is None:
+            return None
+        last_seq = int(row[3]) if row[3] is not None else 0
+        return Tail(row[0], int(row[1]), last_seq, row[2] or CHAIN_GENESIS)
+
+    def _append_if_at(self, user_id: str, tail: Tail, out: list[Event]) -> bool:
+        """Insert ``out`` in one autocommit statement if the log is still at ``tail``;
+        whether it was. No ping first: when the connection turns out dead, whether the
+        statement committed is read back (the ``h`` at the last new seq, same generation)
+        and the append is retried on a fresh connection only if it did not."""
+        last = out[-1]
+        params: dict[str, Any] = {"u": user_id, "g": tail.generation, "f": tail.floor}
+        params["end"] = last.seq
+        if len(out) == 1:
+            sql = SQL_APPEND_ONE
+            params.update(s=last.seq, k=_kind(last), h=last.h, l=encode_event(last))
+        else:
+            sql = SQL_APPEND_MANY
+            params.update(
+                s=[e.seq for e in out],
+                k=[_kind(e) for e in out],
+                h=[e.h for e in out],
+                l=[encode_event(e) for e in out],
+            )
+        for attempt in range(ACQUIRE_TRIES):
+            with self._db.unchecked() as conn:
+                try:
+                    return conn.execute(sql, params, prepare=True).rowcount > 0
+                except psycopg.OperationalError as exc:
+                    lost = exc
+                except psycopg.Error as exc:
+                    raise self._db.error(exc) from exc
+            with self._db.conn(ping=True) as check:
+                row = check.execute(SQL_STORED_H, {"u": user_id, "s": last.seq}).fetchone()
+            if row is not None and row[0] == tail.generation:  # rows are only added
+                if row[1] == last.h:
+                    return True  # it did commit; only the reply was lost
+                if attempt < ACQUIRE_TRIES - 1:
+                    continue  # it did not: safe to send again
+                raise StorageError(f"{self._db.error(lost)} (nothing was stored)") from lost
+            raise StorageError(
+                f"{self._db.error(lost)} (the append was not acknowledged and the log was "
+                "rewritten since: read it before retrying)"
+            ) from lost
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _append_locked(self, user_id: str, events: Sequence[Event]) -> Written:
+        """The append as one locked transaction reading the tail itself: for the first
+        events of a log, and the fallback under contention."""
+        with self._db.tx(user_id) as conn:
+            row = conn.execute(SQL_TAIL, {"u": user_id}).fetchone()
             if row is None:
                 generation = secrets.token_hex(8)
                 conn.execute(
@@ -358,11 +360,12 @@ class PostgresStorage:
                 "UPDATE cm_users SET seq_floor = %s WHERE user_id = %s", (out[-1].seq, user_id)
             )
         # committed: durable
-        return Appended(events=out, generation=generation, start=start, end=out[-1].seq)
+        self._remember(user_id, Tail(generation, out[-1].seq, out[-1].seq, out[-1].h))
+        return out, generation, start
 
     def rewrite(self, user_id: str, keep: Callable[[Event], Event | None]) -> int:
         """Rewrite the log through ``keep`` in one transaction and purge derived rows."""
-        with self._tx(user_id) as conn:
+        with self._db.tx(user_id) as conn:
             row = conn.execute(
                 "SELECT generation, seq_floor FROM cm_users WHERE user_id = %s", (user_id,)
             ).fetchone()
@@ -402,13 +405,15 @@ class PostgresStorage:
                 (secrets.token_hex(8), max_seq, user_id),
             )
             self._purge_derived(conn, user_id)  # same transaction: derived rows may hold
-        return changed  # erased content
+            # erased content
+        self._tails.pop(user_id, None)
+        return changed
 
     def replace_all(self, user_id: str, events: Sequence[Event]) -> None:
         """Atomically replace the whole log with ``events`` (keeping their ``seq``; the chain
         is recomputed). ``seq_floor`` keeps every number ever used here unusable."""
         linked = rechain(events)
-        with self._tx(user_id) as conn:
+        with self._db.tx(user_id) as conn:
             row = conn.execute(
                 "SELECT seq_floor FROM cm_users WHERE user_id = %s", (user_id,)
             ).fetchone()
@@ -427,6 +432,7 @@ class PostgresStorage:
             conn.execute("DELETE FROM cm_events WHERE user_id = %s", (user_id,))
             self._insert_events(conn, user_id, linked)
             self._purge_derived(conn, user_id)
+        self._tails.pop(user_id, None)
 
     # -- settings ----------------------------------------------------------------------------
     def _decode_settings(self, user_id: str, text: str) -> UserSettings:
@@ -434,12 +440,12 @@ class PostgresStorage:
             return _settings_decoder.decode(text)
         except _DECODE_ERRORS as exc:
             raise StorageError(
-                f"{self._described}: unreadable settings of user {user_id} ({exc})"
+                f"{self._db.described}: unreadable settings of user {user_id} ({exc})"
             ) from exc
 
     def read_settings(self, user_id: str) -> UserSettings | None:
         """The user's settings, or ``None`` when there are none."""
-        with self._conn() as conn:
+        with self._db.conn() as conn:
             row = conn.execute(
                 "SELECT settings::text FROM cm_users WHERE user_id = %s", (user_id,)
             ).fetchone()
@@ -459,14 +465,14 @@ class PostgresStorage:
 
     def write_settings(self, user_id: str, settings: UserSettings) -> None:
         """Replace the user's settings (one transaction under the user's lock)."""
-        with self._tx(user_id) as conn:
+        with self._db.tx(user_id) as conn:
             self._store_settings(conn, user_id, settings)
 
     def update_settings(
         self, user_id: str, change: Callable[[UserSettings], UserSettings]
     ) -> UserSettings:
         """Atomic read-modify-write of the settings under the user's lock."""
-        with self._tx(user_id) as conn:
+        with self._db.tx(user_id) as conn:
             row = conn.execute(
                 "SELECT settings::text FROM cm_users WHERE user_id = %s", (user_id,)
             ).fetchone()
@@ -482,7 +488,7 @@ class PostgresStorage:
     # -- derived artefacts -------------------------------------------------------------------
     def cache_keys(self, user_id: str) -> set[str]:
         """The keys of the user's derivation-cache rows."""
-        with self._conn() as conn:
+        with self._db.conn() as conn:
             rows = conn.execute(
                 "SELECT key FROM cm_cache WHERE user_id = %s", (user_id,)
             ).fetchall()
@@ -490,7 +496,7 @@ class PostgresStorage:
 
     def cache_get(self, user_id: str, key: str) -> bytes | None:
         """A cache entry (marked recently used), or ``None``."""
-        with self._conn() as conn:
+        with self._db.conn() as conn:
             row = conn.execute(
                 "UPDATE cm_cache SET last_used = nextval('cm_cache_clock') "
                 "WHERE user_id = %s AND key = %s RETURNING state",
@@ -503,7 +509,7 @@ class PostgresStorage:
         self, user_id: str, generation: str, key: str, state: bytes, snapshot: bytes
     ) -> bool:
         """Store a derived state and the snapshot while the generation is unchanged."""
-        with self._tx(user_id) as conn:
+        with self._db.tx(user_id) as conn:
             row = conn.execute(
                 "SELECT generation FROM cm_users WHERE user_id = %s", (user_id,)
             ).fetchone()

@@ -1,0 +1,162 @@
+"""Appends to the PostgreSQL event log: the SQL of the one-statement append and the
+per-user group commit (design: the package docstring and docs/deploy.md).
+
+An append is normally **one statement in autocommit mode** — its own transaction, one
+round trip, prepared once per connection — that takes the user's advisory lock, moves
+``cm_users.seq_floor`` from the tail the writer chained its events onto (only if the log is
+still at that tail: same ``generation`` and ``seq_floor``) and inserts the rows; zero rows
+inserted means another writer (a thread or a replica) got there first, and the append is
+re-chained onto the new tail and retried. ``(generation, seq_floor)`` names the log's whole
+content: within a generation rows are only ever added, and every append raises the floor.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import LiteralString
+
+from creative_memory.engine.errors import StorageError
+from creative_memory.engine.events import Event
+from creative_memory.storage.base import Appended
+
+#: The user's transaction-scoped advisory lock, as an expression (``%(u)s`` = user id).
+LOCK_EXPR: LiteralString = (
+    "pg_advisory_xact_lock(hashtextextended("
+    "'creative-memory:user:' || coalesce(current_schema(), '') || '/' || %(u)s::text, 0))"
+)
+
+#: Where the log ends, read without a lock (a guess that the conditional append checks).
+SQL_TAIL: LiteralString = (
+    "SELECT u.generation, u.seq_floor, last.h, last.seq FROM cm_users u "
+    "LEFT JOIN LATERAL (SELECT e.h, e.seq FROM cm_events e "
+    "WHERE e.user_id = u.user_id ORDER BY e.seq DESC LIMIT 1) last ON true "
+    "WHERE u.user_id = %(u)s::text"
+)
+
+# The lock CTE is pseudo-constant, so it runs (and waits) before cm_users is scanned; a row
+# updated by a transaction that committed meanwhile is re-checked on its newest version
+# (READ COMMITTED), so a changed generation or floor matches nothing and nothing is inserted.
+_GUARD: LiteralString = (
+    "WITH lk AS (SELECT " + LOCK_EXPR + "), "
+    "up AS (UPDATE cm_users SET seq_floor = %(end)s::bigint "
+    "WHERE user_id = %(u)s::text AND generation = %(g)s::text "
+    "AND seq_floor = %(f)s::bigint AND EXISTS (SELECT FROM lk) RETURNING 1) "
+    "INSERT INTO cm_events (user_id, seq, kind, h, line) "
+)
+
+#: One event, if the log is still at ``(g, f)``.
+SQL_APPEND_ONE: LiteralString = (
+    _GUARD + "SELECT %(u)s::text, %(s)s::bigint, %(k)s::text, %(h)s::text, %(l)s::bytea "
+    "WHERE EXISTS (SELECT FROM up)"
+)
+
+#: Several events (parallel arrays), if the log is still at ``(g, f)``.
+SQL_APPEND_MANY: LiteralString = (
+    _GUARD + "SELECT %(u)s::text, s, k, hh, l "
+    "FROM unnest(%(s)s::bigint[], %(k)s::text[], %(h)s::text[], %(l)s::bytea[]) "
+    "AS t(s, k, hh, l) WHERE EXISTS (SELECT FROM up)"
+)
+
+#: After a lost connection: the generation and the ``h`` stored at one ``seq``.
+SQL_STORED_H: LiteralString = (
+    "SELECT u.generation, (SELECT e.h FROM cm_events e "
+    "WHERE e.user_id = u.user_id AND e.seq = %(s)s::bigint) "
+    "FROM cm_users u WHERE u.user_id = %(u)s::text"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Tail:
+    """Where a user's log ends: ``generation``, ``floor`` (``seq_floor``, the highest seq
+    ever assigned), and the ``seq``/``h`` of its last event (0 / the genesis when none)."""
+
+    generation: str
+    floor: int
+    last_seq: int
+    last_h: str
+
+
+#: What a batch commit returns: the events as stored, the generation, the seq before them.
+Written = tuple[list[Event], str, int]
+
+
+class _Waiter:
+    __slots__ = ("done", "error", "events", "lead", "result")
+
+    def __init__(self, events: Sequence[Event]) -> None:
+        self.events = events
+        self.done = threading.Event()
+        self.lead = False
+        self.result: Appended | None = None
+        self.error: BaseException | None = None
+
+
+class GroupCommit:
+    """Leader/follower queue per user: appends for one user that arrive while one of its
+    transactions is in flight wait, and the next leader writes all of them in **one**
+    transaction (chained in arrival order, exactly as one append after the other would be);
+    each caller returns once that transaction has committed, with its own events and
+    positions. Appends of different users never wait for each other here."""
+
+    def __init__(self, write: Callable[[str, list[Event]], Written]) -> None:
+        self._write = write
+        self._lock = threading.Lock()
+        self._queues: dict[str, list[_Waiter]] = {}  # a user with a leader -> its waiters
+
+    def append(self, user_id: str, events: Sequence[Event]) -> Appended:
+        """Append ``events`` (non-empty), alone or together with concurrent appends of the
+        same user; returns after the commit."""
+        me = _Waiter(events)
+        with self._lock:
+            queue = self._queues.get(user_id)
+            if queue is None:
+                self._queues[user_id] = []
+                me.lead = True
+            else:
+                queue.append(me)
+        if not me.lead:
+            me.done.wait()
+        if me.lead:
+            self._lead(user_id, me)
+        if me.error is not None:
+            if me.lead or not isinstance(me.error, StorageError):
+                raise me.error
+            raise StorageError(str(me.error)) from me.error  # the leader's, re-raised here
+        assert me.result is not None
+        return me.result
+
+    def _lead(self, user_id: str, me: _Waiter) -> None:
+        with self._lock:
+            queue = self._queues[user_id]
+            batch = [me, *queue]
+            queue.clear()
+        try:
+            self._commit(user_id, batch)
+        finally:
+            with self._lock:
+                queue = self._queues[user_id]
+                successor = queue.pop(0) if queue else None
+                if successor is None:
+                    del self._queues[user_id]
+                else:
+                    successor.lead = True
+            for w in batch[1:]:
+                w.done.set()
+            if successor is not None:
+                successor.done.set()
+
+    def _commit(self, user_id: str, batch: list[_Waiter]) -> None:
+        try:
+            out, generation, start = self._write(user_id, [e for w in batch for e in w.events])
+        except BaseException as exc:  # nothing of the batch was committed: all fail
+            for w in batch:
+                w.error = exc
+            return
+        i = 0
+        for w in batch:
+            part = out[i : i + len(w.events)]
+            i += len(w.events)
+            w.result = Appended(events=part, generation=generation, start=start, end=part[-1].seq)
+            start = part[-1].seq
