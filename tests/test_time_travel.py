@@ -270,6 +270,42 @@ def test_forgotten_events_stay_forgotten_in_the_past(tmp_path: Path) -> None:
         assert "neon_palette" not in svc.prompt("alice", at_seq=seq).block
 
 
+def test_an_erasure_drops_what_the_history_holds_of_the_user(tmp_path: Path) -> None:
+    """Nothing erased stays in memory: a forget or reset drops the user's decoded log and
+    prefix states (another user's stay), whichever surface erases."""
+    store = MemoryStore(tmp_path / "mem", derivation_version="1")
+    svc = MemoryService(store)
+    for user in ("alice", "bob"):
+        store.ingest_signal(user, signal("neon_palette", "negative"))
+        store.ingest_signal(user, signal("airy_spacing", "positive", "layout"))
+        svc.inspect(user, at_seq=1)
+
+    def held(user: str) -> list[object]:
+        h = svc.history
+        prefixes = [k for k in h._prefixes if k[0] == user]
+        return [*([h._logs[user]] if user in h._logs else []), *prefixes]
+
+    assert held("alice") and held("bob")
+    store.forget("alice", "color", "neon_palette")  # the store directly: the listener hears it
+    assert held("alice") == [] and held("bob")
+    svc.inspect("alice", at_seq=1)
+    svc.reset("bob", "all", confirm=True)
+    assert held("bob") == [] and held("alice")
+
+
+def test_the_history_keeps_the_logs_of_the_last_users_only(tmp_path: Path) -> None:
+    from creative_memory.app.history import LOG_CAPACITY
+
+    store = MemoryStore(tmp_path / "mem", derivation_version="1")
+    svc = MemoryService(store)
+    users = [f"u{i}" for i in range(LOG_CAPACITY + 2)]
+    for user in users:
+        store.ingest_signal(user, signal("teal", "positive"))
+        assert svc.inspect(user, at_seq=1)["event_count"] == 1
+    assert list(svc.history._logs) == users[-LOG_CAPACITY:]
+    assert svc.inspect(users[0], at_seq=1)["event_count"] == 1  # read again when asked
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--write"]:
         import tempfile

@@ -18,6 +18,7 @@ import msgspec
 from creative_memory.app.results import AsOf, PreviewResult, SettingsView
 from creative_memory.engine.derivation.base import DerivedState
 from creative_memory.engine.derivation.registry import check_version, derive
+from creative_memory.engine.erasure import Erasure
 from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.events import Event, validate_project_id, validate_user_id
 from creative_memory.engine.models import RetrievalResult
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
 
 #: Prefix states kept per process (each a full derived state).
 PREFIX_CAPACITY: Final = 16
+#: Users whose decoded log is kept per process for as-of views (least recently used first
+#: out; a user's log is read again, incrementally from then on, when next asked for).
+LOG_CAPACITY: Final = 8
 
 
 @dataclass(frozen=True)
@@ -54,13 +58,29 @@ class _Log:
 
 
 class History:
-    """Prefix states and other-version states of one store's users."""
+    """Prefix states and other-version states of one store's users.
+
+    It keeps the decoded logs of the last :data:`LOG_CAPACITY` users and the last
+    :data:`PREFIX_CAPACITY` prefix states, and is one of the store's erasure listeners: a
+    forget or reset drops every log and prefix state it holds for that user, so nothing
+    erased stays in memory here (docs/time-travel.md, "Cost")."""
 
     def __init__(self, store: MemoryStore) -> None:
         self._store = store
-        self._logs: dict[str, _Log] = {}
+        self._logs: OrderedDict[str, _Log] = OrderedDict()
         self._prefixes: OrderedDict[tuple[str, str, str, int], DerivedState] = OrderedDict()
         self._lock = threading.RLock()
+        store.add_erasure_listener(self)
+
+    def purge(self, erasure: Erasure) -> int:
+        """Drop the user's decoded log and prefix states (the store calls it on every
+        forget and reset); how many of them were dropped."""
+        with self._lock:
+            dropped = int(self._logs.pop(erasure.user_id, None) is not None)
+            for key in [k for k in self._prefixes if k[0] == erasure.user_id]:
+                del self._prefixes[key]
+                dropped += 1
+            return dropped
 
     def current(self, user_id: str, version: str) -> DerivedState:
         """The user's state now under ``version`` (kept current like the store's own, never
@@ -128,6 +148,7 @@ class History:
         with self._lock:
             log = self._logs.get(user_id)
             if log is not None:
+                self._logs.move_to_end(user_id)
                 snap = storage.read_events(user_id, generation=log.generation, start=log.end)
                 if snap.resumed:
                     log.events.extend(snap.events)
@@ -138,6 +159,9 @@ class History:
             events = list(snap.events)
             log = _Log(snap.generation, snap.end, events, [e.seq for e in events])
             self._logs[user_id] = log
+            self._logs.move_to_end(user_id)
+            while len(self._logs) > LOG_CAPACITY:
+                self._logs.popitem(last=False)
             return log
 
 
