@@ -150,6 +150,37 @@ class Bucket:
             self.first.setdefault((r.preference_type, r.pattern, r.polarity), r)
             self.by_id.setdefault(r.id, r)
 
+    def patch(
+        self, records: list[Preference], replaced: list[Preference], made: list[Preference]
+    ) -> None:
+        """:meth:`replace` for a list that differs from the bucket's own only in that the
+        records ``replaced`` are gone and the records ``made`` are new (the other records
+        the same objects, their keys and ids unchanged): when every key and every id of
+        both lists occurs once, the indexes are updated for those records only — the same
+        indexes :meth:`replace` builds; otherwise it is :meth:`replace`."""
+        first, by_id = self.first, self.by_id
+        n = len(self.records)
+        if len(first) != n or len(by_id) != n:  # a key or an id occurs twice
+            self.replace(records)
+            return
+        for rec in replaced:
+            key = (rec.preference_type, rec.pattern, rec.polarity)
+            if first.get(key) is not rec or by_id.get(rec.id) is not rec:
+                self.replace(records)
+                return
+            del first[key]
+            del by_id[rec.id]
+        for rec in made:
+            key = (rec.preference_type, rec.pattern, rec.polarity)
+            if key in first or rec.id in by_id:
+                self.replace(records)
+                return
+            first[key] = rec
+            by_id[rec.id] = rec
+        self.records[:] = records
+        if len(first) != len(records) or len(by_id) != len(records):
+            self.replace(records)
+
     def live(self, preference_type: str, pattern: str, polarity: str) -> Preference | None:
         """The first record of (type, pattern) with ``polarity``, else with the other one."""
         for p in (polarity, OTHER_POLARITY[polarity]):

@@ -9,6 +9,10 @@ archive records by their dates. Pure Python, no I/O, no clock: identical on ever
 
 from __future__ import annotations
 
+import contextlib
+import functools
+from collections.abc import Iterable
+
 from creative_memory.engine.constants import (
     ARCHIVE_DAYS,
     DECAY_DAYS,
@@ -29,7 +33,7 @@ from creative_memory.engine.derivation.base import (
     new_record,
 )
 from creative_memory.engine.errors import ValidationError
-from creative_memory.engine.events import LegacyRecordEvent, SignalEvent, event_bucket
+from creative_memory.engine.events import Event, LegacyRecordEvent, SignalEvent, event_bucket
 from creative_memory.engine.ids import scope_of
 from creative_memory.engine.models import DecayResult, Preference
 from creative_memory.engine.timeutil import MS_PER_DAY, add_days_ts, format_ts, ts_to_ms
@@ -38,7 +42,10 @@ from creative_memory.engine.timeutil import MS_PER_DAY, add_days_ts, format_ts, 
 _INCREMENT = {k: abs(w) / NORMALIZER for k, w in SIGNAL_WEIGHTS.items()}
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def _ms_or_none(text: str | None) -> int | None:
+    """Epoch ms of a record's timestamp, ``None`` when it has none or an invalid one (pure:
+    memoised, as decay passes read the same dates of the same records again)."""
     if not text:
         return None
     try:
@@ -84,6 +91,80 @@ class DerivedStateV1(DerivedState):
             source_event_count=1,
             last_derived_event_seq=ev.seq,
         )
+
+    def fold(self, events: Iterable[Event]) -> None:
+        """:meth:`apply` for each event, with the commonest case inlined: a signal that
+        accumulates into a stable, unshadowed record of its key in an existing bucket with no
+        stable record of the other polarity. Its ``decay_at`` (which nothing reads before
+        the next event of another case) is set once per record at the end, or before such
+        an event: the record holds the event's time until then."""
+        pending: dict[int, Preference] = {}  # id(record) → record whose decay_at holds `at`
+        glob = self.global_bucket
+        projects = self.projects
+        increments = _INCREMENT
+        other = OTHER_POLARITY
+        try:
+            for ev in events:
+                if type(ev) is SignalEvent and (ev.seq > self.last_seq or not self.event_count):
+                    pid = ev.project_id if ev.scope == "project" else None  # event_bucket
+                    bucket = glob if pid is None else projects.get(pid)
+                    if bucket is not None:
+                        first = bucket.first
+                        same = first.get((ev.preference_type, ev.pattern, ev.polarity))
+                        if (
+                            same is not None
+                            and same.polarity_status != "archived"
+                            and not same.shadow_of
+                        ):
+                            opp = first.get(
+                                (ev.preference_type, ev.pattern, other[ev.polarity])
+                            )
+                            if opp is None or opp.polarity_status != "stable":
+                                self.last_seq = ev.seq
+                                self.event_count += 1
+                                kind = ev.signal_type
+                                strength = same.signal_strength + increments[kind]
+                                if strength < 0.0:  # clamp(strength, 0.0, 1.0)
+                                    strength = 0.0
+                                if strength > 1.0:
+                                    strength = 1.0
+                                same.signal_strength = strength
+                                same.confidence = (
+                                    "low"
+                                    if strength < 0.35
+                                    else "medium"
+                                    if strength <= 0.65
+                                    else "high"
+                                )
+                                if kind not in same.sources:
+                                    same.sources.append(kind)
+                                tag = ev.tag_text
+                                if tag and tag not in same.explicit_tags:
+                                    same.explicit_tags.append(tag)
+                                if ev.polarity == "positive":
+                                    same.accept_count += 1
+                                else:
+                                    same.reject_count += 1
+                                same.last_seen = ev.at
+                                same.decay_at = ev.at  # add_days_ts(at, DECAY_DAYS) below
+                                pending[id(same)] = same
+                                same.source_event_count += 1
+                                continue
+                if pending:
+                    self._settle(pending)
+                self.apply(ev)
+        except BaseException:
+            with contextlib.suppress(Exception):  # the fold's own error is the one raised
+                self._settle(pending)
+            raise
+        self._settle(pending)
+
+    @staticmethod
+    def _settle(pending: dict[int, Preference]) -> None:
+        """Give each record of ``pending`` the ``decay_at`` of the event time it holds."""
+        for rec in pending.values():
+            rec.decay_at = add_days_ts(rec.decay_at, DECAY_DAYS)
+        pending.clear()
 
     def fold_signal(self, ev: SignalEvent) -> Preference:
         """Accumulate, reverse, reactivate or promote, as the prototype does."""

@@ -85,6 +85,8 @@ class ModelV3(Model):
     """Version 2's statistics, fitted with the sparse operator and conjugate gradients."""
 
     _layout_cache: tuple[int, tuple[Any, ...]] | None = None
+    # (features, per-class coordinates for class_arrays, the operators' shared structure)
+    _kept_cache: tuple[int, dict[str, Any], dict[str, Any]] | None = None
 
     def _layout(self) -> tuple[Any, ...]:
         """The canonical layout of the unknowns (kept until a feature is added): features
@@ -116,14 +118,24 @@ class ModelV3(Model):
         feats, types, order, pos, ftype, lookup = self._layout()
         n0 = len(order)
         n = n0 + len(types)
-        parts = class_arrays(self, lookup)
         classes = sorted(self.nrows)
-        b_kind = {kind: self._extend_v3(vec, pos, ftype, n0, n) for kind, vec in self.xy.items()}
+        # the coordinates of the classes' entries, and what the operators derive from them
+        # alone, are kept from the last fit while the layout and every class's number of
+        # entries are the same (entries only ever grow: the same number, the same ones)
+        coordinates = (len(self.features), tuple((c, len(self.xx.get(c, ()))) for c in classes))
+        kept = self._kept_cache
+        if kept is None or kept[0] != len(self.features):
+            kept = self._kept_cache = (len(self.features), {}, {})
+        if kept[2].get("coordinates") != coordinates:
+            kept[2].clear()
+            kept[2]["coordinates"] = coordinates
+        parts = class_arrays(self, lookup, kept[1])
+        b_kind = {kind: self._extend_v3(vec, lookup, ftype, n0, n) for kind, vec in self.xy.items()}
         b_c = class_sums(table, b_kind, classes, n)
         s0 = table.sigma_prior
         # pass 1: every class at its table weight; its residuals give each class's variance
         ones = dict.fromkeys(classes, 1.0)
-        structure: dict[str, Any] = {}
+        structure: dict[str, Any] = kept[2]
         op1 = Operator(parts, ones, ftype, n0, n, structure)
         beta1 = self._emvs_v3(op1, b_c, ones, n0, n, s0)[0]
         u1 = beta1[:n0].copy()  # Eᵀ β: each feature's effect plus its type level
@@ -204,14 +216,17 @@ class ModelV3(Model):
 
     @staticmethod
     def _extend_v3(
-        vec: Mapping[int, int], pos: Mapping[int, int], ftype: Any, n0: int, n: int
+        vec: Mapping[int, int], lookup: Any, ftype: Any, n0: int, n: int
     ) -> Any:
-        """``E b`` without a dense ``E``: a kind's ``Σ w·y·x``, type levels appended."""
+        """``E b`` without a dense ``E``: a kind's ``Σ w·y·x``, type levels appended
+        (``lookup``: column → position; each column once, so each position is set once)."""
         import numpy as np
 
         out = np.zeros(n)
-        for c, v in vec.items():
-            out[pos[c]] += float(v)
+        m = len(vec)
+        if m:
+            at = lookup[np.fromiter(vec.keys(), dtype=np.int64, count=m)]
+            out[at] = np.fromiter(vec.values(), dtype=np.float64, count=m)
         has = np.flatnonzero(ftype >= 0)
         if len(has):
             out[n0:] = np.bincount(ftype[has] - n0, weights=out[has], minlength=n - n0)

@@ -18,21 +18,35 @@ CG_MAX_STEPS: Final = 1000
 DENSE_MAX: Final = 256
 
 
-def class_arrays(model: Model, lookup: Any) -> dict[str, tuple[Any, Any, Any]]:
+def class_arrays(
+    model: Model, lookup: Any, kept: dict[str, Any] | None = None
+) -> dict[str, tuple[Any, Any, Any]]:
     """Each noise class's ``A`` as symmetric coordinate arrays (rows, cols, values) over
-    the canonical positions (``lookup``: column → position)."""
+    the canonical positions (``lookup``: column → position).
+
+    ``kept`` (per class: the number of entries, rows, cols and the off-diagonal mask of
+    an earlier call with the same ``lookup``) saves rebuilding the coordinates of a class
+    whose entries are the same: a class's entries only ever grow, in insertion order, so
+    the same number of them is the same coordinates; the caller drops ``kept`` when the
+    layout changes."""
     import numpy as np
 
     out: dict[str, tuple[Any, Any, Any]] = {}
     for c in sorted(model.nrows):
         xx = model.xx.get(c, {})
         m = len(xx)
-        ij = np.fromiter((k for pair in xx for k in pair), dtype=np.int64, count=2 * m)
-        ij = lookup[ij].reshape(m, 2) if m else np.zeros((0, 2), dtype=np.int64)
+        known = None if kept is None else kept.get(c)
+        if known is not None and known[0] == m:
+            _, rows, cols, off = known
+        else:
+            ij = np.fromiter((k for pair in xx for k in pair), dtype=np.int64, count=2 * m)
+            ij = lookup[ij].reshape(m, 2) if m else np.zeros((0, 2), dtype=np.int64)
+            off = ij[:, 0] != ij[:, 1]
+            rows = np.concatenate([ij[:, 0], ij[off, 1]])
+            cols = np.concatenate([ij[:, 1], ij[off, 0]])
+            if kept is not None:
+                kept[c] = (m, rows, cols, off)
         vals = np.fromiter(xx.values(), dtype=np.float64, count=m)
-        off = ij[:, 0] != ij[:, 1]
-        rows = np.concatenate([ij[:, 0], ij[off, 1]])
-        cols = np.concatenate([ij[:, 1], ij[off, 0]])
         out[c] = (rows, cols, np.concatenate([vals, vals[off]]))
     return out
 
@@ -55,10 +69,13 @@ class Operator:
         import numpy as np
 
         self.n0, self.n = n0, n
-        # what operators of one fit over the same classes share (see _off_diagonal)
+        # what operators over the same coordinates share (see _off_diagonal): the operators
+        # of one fit, and of later fits while the coordinates stay the same (see ModelV3)
         self.structure: dict[str, Any] = {} if structure is None else structure
         self.ftype = ftype
         self.has = np.flatnonzero(ftype >= 0)
+        self._level_of = ftype[self.has]  # the type level's position of each such feature
+        self._level_bin = self._level_of - n0  # ... as an index among the levels
         classes = sorted(c for c in omega if c in parts)
         if classes:
             self.rows = np.concatenate([parts[c][0] for c in classes])
@@ -70,13 +87,17 @@ class Operator:
         # diag(E A Eᵀ): features and intercept from A's diagonal; a type level sums the
         # block of its patterns
         g = np.zeros(n)
-        diag = self.rows == self.cols
-        g[:n0] = np.bincount(self.rows[diag], weights=self.vals[diag], minlength=n0)
-        if n > n0 and len(self.rows):
+        masks = self.structure.get("diagonal")
+        if masks is None or masks[0] != len(self.rows):  # the coordinates' masks (see below)
+            diag = self.rows == self.cols
             tr = ftype[self.rows]
-            tc = ftype[self.cols]
-            same = (tr >= 0) & (tr == tc)
-            g[n0:] += np.bincount(tr[same] - n0, weights=self.vals[same], minlength=n - n0)
+            same = (tr >= 0) & (tr == ftype[self.cols])
+            masks = (len(self.rows), self.rows[diag], diag, tr[same] - n0, same)
+            self.structure["diagonal"] = masks
+        _, diag_rows, diag, level_rows, same = masks
+        g[:n0] = np.bincount(diag_rows, weights=self.vals[diag], minlength=n0)
+        if n > n0 and len(self.rows):
+            g[n0:] += np.bincount(level_rows, weights=self.vals[same], minlength=n - n0)
         self.gram_diag = g
         self.prior = np.zeros(n)
         self._off: tuple[Any, Any, Any] | None = None
@@ -92,17 +113,17 @@ class Operator:
             if v.shape[1] == 1:  # one column: the vector product is cheaper
                 return self.gram(v[:, 0])[:, None]
             return self._gram_block(v)
-        n0 = self.n0
+        n0, has = self.n0, self.has
         u = v[:n0].copy()
-        if len(self.has):
-            u[self.has] += v[self.ftype[self.has]]
+        if len(has):
+            u[has] += v[self._level_of]
         w = np.bincount(self.rows, weights=self.vals * u[self.cols], minlength=n0)
-        out = np.zeros(self.n)
-        out[:n0] = w
-        if self.n > n0 and len(self.has):
-            t = self.ftype[self.has] - n0
-            out[n0:] = np.bincount(t, weights=w[self.has], minlength=self.n - n0)
-        return out
+        if self.n == n0:
+            return w
+        if not len(has):
+            return np.concatenate((w, np.zeros(self.n - n0)))
+        levels = np.bincount(self._level_bin, weights=w[has], minlength=self.n - n0)
+        return np.concatenate((w, levels))
 
     def inverse_diagonal(self) -> Any:
         """An estimate of ``diag(M⁻¹)`` at the current precisions: the first two terms of
@@ -173,26 +194,27 @@ class Operator:
         inv_d = 1.0 / d
         border = self._border()
         if border is None:
-            return lambda r: inv_d * r if r.ndim == 1 else inv_d[:, None] * r
+            return lambda r: inv_d[:, None] * r
         at, m_fb, m_bb = border  # border positions, M[features, border], G[border, border]
         f_inv = inv_d[self._features]
         s_mat = m_bb + np.diag(self.prior[at]) - m_fb.T @ (f_inv[:, None] * m_fb)
         try:
             chol = np.linalg.cholesky(s_mat)
         except np.linalg.LinAlgError:
-            return lambda r: inv_d * r if r.ndim == 1 else inv_d[:, None] * r
-        s_inv = np.linalg.inv(chol).T @ np.linalg.inv(chol)
-        feats = self._features
+            return lambda r: inv_d[:, None] * r
+        lower_inv = np.linalg.inv(chol)
+        # ``L⁻ᵀ L⁻¹`` from two buffers, as two inversions gave: numpy may compute a product of
+        # one buffer with its own transpose by another BLAS routine (other roundings)
+        s_inv = lower_inv.T @ lower_inv.copy()
+        n0 = self.n0
+        f_inv = f_inv[:, None]  # the residuals are n × k (see _conjugate_gradients)
 
         def apply(r: Any) -> Any:
-            rf = r[feats]
-            scaled = f_inv * rf if r.ndim == 1 else f_inv[:, None] * rf
-            y_b = s_inv @ (r[at] - m_fb.T @ scaled)
+            rf = r[1:n0]  # the features (positions 1 … n0-1: see _border)
+            y_b = s_inv @ (r[at] - m_fb.T @ (f_inv * rf))
             out = np.empty_like(r)
             out[at] = y_b
-            out[feats] = (
-                f_inv * (rf - m_fb @ y_b) if r.ndim == 1 else f_inv[:, None] * (rf - m_fb @ y_b)
-            )
+            out[1:n0] = f_inv * (rf - m_fb @ y_b)
             return out
 
         return apply
@@ -237,6 +259,13 @@ class Operator:
         from ``x0`` (default 0), each column with its own step sizes and its own stopping
         test (``‖r‖ ≤ tolerance · ‖b‖``) — a converged column is left as it is while the
         others go on."""
+        if b.shape[1] == 1:
+            return self._conjugate_gradients_1(b, x0, tolerance)
+        return self._conjugate_gradients_masked(b, x0, tolerance)
+
+    def _conjugate_gradients_masked(self, b: Any, x0: Any | None, tolerance: float) -> Any:
+        """:meth:`_conjugate_gradients` with a mask of the columns still going: the
+        arithmetic that defines its result (the single-column path repeats it)."""
         import numpy as np
 
         precondition = self._preconditioner()
@@ -261,6 +290,40 @@ class Operator:
             beta = np.where(active, rz_new / np.where(active, rz, 1.0), 0.0)
             p = np.where(active, z_new + beta * p, p)
             rz = np.where(active, rz_new, rz)
+        return x
+
+    def _conjugate_gradients_1(self, b: Any, x0: Any | None, tolerance: float) -> Any:
+        """:meth:`_conjugate_gradients` for one column (``b``: n × 1), with the same
+        arithmetic on the same arrays — the same products, sums and quotients, so the same
+        floats — and its step sizes and stopping tests as scalars instead of masks."""
+        import numpy as np
+
+        precondition = self._preconditioner()
+        gram1 = self.gram
+        prior = self.prior[:, None]
+        x = np.zeros(b.shape) if x0 is None else x0.copy()
+        r = b.copy() if x0 is None else b - self.apply(x)
+        limit = (tolerance * tolerance * np.einsum("ij,ij->j", b, b))[0]
+        z = precondition(r)
+        p = z.copy()
+        rz = np.einsum("ij,ij->j", r, z)[0]
+        for _ in range(CG_MAX_STEPS):
+            if not np.einsum("ij,ij->j", r, r)[0] > limit:
+                break
+            q = gram1(p[:, 0])[:, None] + prior * p  # self.apply(p)
+            pq = np.einsum("ij,ij->j", p, q)[0]
+            if not pq > 0.0:
+                # the masked steps would move nothing from here on but the sign of a zero
+                # (x + 0·p), the same at every later step: take that step once and stop
+                x += 0.0 * p
+                break
+            alpha = rz / pq
+            x += alpha * p
+            r -= alpha * q
+            z_new = precondition(r)
+            rz_new = np.einsum("ij,ij->j", r, z_new)[0]
+            p = z_new + (rz_new / rz) * p
+            rz = rz_new
         return x
 
     def solve(self, b: Any, x0: Any | None = None, tolerance: float = CG_TOLERANCE) -> Any:

@@ -10,6 +10,7 @@ fold hooks and explanations (through its public in-package methods ``model``,
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 from creative_memory.engine.derivation.v2.features import content_id
@@ -27,12 +28,40 @@ class DerivedStateV3(DerivedStateV2):
 
     def __init__(self, version: str) -> None:
         super().__init__(version)
-        # bucket → (feature keys, polarity, strength, status, (events, decay_at) per feature,
-        # records) of the last materialisation: see _records_for
+        # bucket → (feature keys, key → position, polarity, strength, status, per-feature
+        # stamp, records) of the last materialisation: see records_for
         self._built: dict[str | None, tuple[Any, ...]] = {}
+        # bucket → (records, the previous records, those of them replaced, the records made)
+        # of the last records_for that started from the previous materialisation
+        self._delta: dict[str | None, tuple[list[Preference], ...]] = {}
+
+    def materialize(self) -> None:
+        """Version 2's materialisation; a bucket whose records were rebuilt at a few
+        positions only (see :meth:`records_for`) has its indexes updated there
+        (:meth:`~creative_memory.engine.derivation.base.Bucket.patch`: the indexes a
+        full replacement builds)."""
+        if not self._stale:
+            return
+        self._stale = False
+        for bucket_id, model in self.models.items():
+            bucket = self.bucket_for(bucket_id)
+            before = bucket.records
+            records = self.records_for(bucket_id, model)
+            delta = self._delta.pop(bucket_id, None)
+            if (
+                delta is not None
+                and delta[0] is records
+                and len(before) == len(delta[1])
+                and all(map(operator.is_, before, delta[1]))
+            ):
+                bucket.patch(records, delta[2], delta[3])
+            else:
+                bucket.replace(records)
 
     def records_for(self, bucket_id: str | None, model: Model) -> list[Preference]:
-        """Version 2's record rules, computed for all features at once."""
+        """Version 2's record rules, computed for all features at once; a record whose
+        inputs are unchanged since the last materialisation is kept (provenance updated)."""
+        self._delta.pop(bucket_id, None)
         if not model.features:
             self._built.pop(bucket_id, None)
             return []
@@ -47,47 +76,74 @@ class DerivedStateV3(DerivedStateV2):
         cap = table.provisional_cap
         contest = table.contest_min
         factor = table.decay_factor
-        feats = [model.features[k] for k in fit.keys]
-        support = np.array([f.support for f in feats], dtype=np.int64).reshape(-1, 2)
-        positive = np.where(beta != 0.0, beta > 0.0, support[:, 0] >= support[:, 1])
+        keys = fit.keys
+        feats = [model.features[k] for k in keys]
+        # per feature: support for / against, decay steps, archived, events, decay_at_ms
+        info = np.array(
+            [
+                (f.support[0], f.support[1], f.decay_steps, f.archived, f.events, f.decay_at_ms)
+                for f in feats
+            ],
+            dtype=np.int64,
+        ).reshape(-1, 6)
+        positive = np.where(beta != 0.0, beta > 0.0, info[:, 0] >= info[:, 1])
         sd = np.sqrt(np.maximum(var, 0.0))
         z = np.where(positive, z_pos, z_neg)
         strength = np.minimum(np.maximum((np.abs(beta) - z * sd) / full, 0.0), 1.0)
-        reinforced = np.where(positive, support[:, 0], support[:, 1]) > 0
+        reinforced = np.where(positive, info[:, 0], info[:, 1]) > 0
         strength = np.where(reinforced, strength, np.minimum(strength, cap))
-        steps = np.array([f.decay_steps for f in feats], dtype=np.int64)
+        steps = info[:, 2]
         for j in np.flatnonzero(steps).tolist():  # Python's float power, as in version 2
             strength[j] = float(strength[j]) * factor ** int(steps[j])
         contested = (cu * cr < 0.0) & (np.minimum(np.abs(cu), np.abs(cr)) >= contest)
-        archived = np.array([f.archived for f in feats], dtype=bool)
-        status = np.where(archived, 2, np.where(contested, 1, 0))
-        stamp = np.array([(f.events, f.decay_at_ms) for f in feats], dtype=np.int64).reshape(-1, 2)
-        # what each record depends on besides its feature's identity; last_seen changes only
-        # with ``events``. A record whose inputs are unchanged is kept (provenance updated).
+        status = np.where(info[:, 3] != 0, 2, np.where(contested, 1, 0))
+        # what each record depends on besides its feature's identity (``events`` and
+        # ``decay_at_ms``; last_seen changes only with ``events``). A record whose inputs are
+        # unchanged is kept (provenance updated); a new feature is a new position.
+        stamp = info[:, 4:6]
         prev = self._built.get(bucket_id)
-        if prev is not None and prev[0] == fit.keys:
-            _, p_pos, p_strength, p_status, p_stamp, p_recs = prev
+        if prev is not None:
+            p_keys, p_index, p_pos, p_strength, p_status, p_stamp, p_recs = prev
+            if p_keys == keys:
+                index = p_index
+                at = np.arange(len(keys))
+                new = np.zeros(len(keys), dtype=bool)
+            else:  # new features: each key's position in the previous materialisation
+                index = {k: i for i, k in enumerate(keys)}
+                at = np.array([p_index.get(k, -1) for k in keys], dtype=np.int64)
+                new = at < 0
+                at = np.where(new, 0, at)
             changed = (
-                (positive != p_pos)
-                | (strength != p_strength)
-                | (status != p_status)
-                | (stamp != p_stamp).any(axis=1)
+                new
+                | (positive != p_pos[at])
+                | (strength != p_strength[at])
+                | (status != p_status[at])
+                | (stamp != p_stamp[at]).any(axis=1)
             )
-            out = list(p_recs)
-            for rec in out:
+            for rec in p_recs:
                 rec.last_derived_event_seq = self.last_seq
+            out = [p_recs[j] for j in at.tolist()]
+            kept = np.zeros(len(p_recs), dtype=bool)
+            kept[at[~changed]] = True
+            replaced = [p_recs[j] for j in np.flatnonzero(~kept).tolist()]
             todo = np.flatnonzero(changed).tolist()
         else:
+            index = {k: i for i, k in enumerate(keys)}
             out = [QUIET] * len(feats)
             todo = list(range(len(feats)))
         scope = scope_of(bucket_id)
         names = ("stable", "under_review", "archived")
+        made: list[Preference] = []
         for i in todo:
-            key, f = fit.keys[i], feats[i]
+            key, f = keys[i], feats[i]
             s_i = float(strength[i])
             polarity = "positive" if positive[i] else "negative"
-            out[i] = self.record(bucket_id, key, f, polarity, s_i, names[int(status[i])], scope)
-        self._built[bucket_id] = (list(fit.keys), positive, strength, status, stamp, out)
+            status_i = names[int(status[i])]
+            out[i] = rec = self.record(bucket_id, key, f, polarity, s_i, status_i, scope)
+            made.append(rec)
+        self._built[bucket_id] = (list(keys), index, positive, strength, status, stamp, out)
+        if prev is not None:
+            self._delta[bucket_id] = (out, p_recs, replaced, made)
         return out
 
     def evidence_for(self, record: Preference) -> dict[str, Any]:
