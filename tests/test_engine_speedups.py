@@ -25,7 +25,8 @@ from creative_memory.engine.events import (
     RefinementEvent,
     build_signal_event,
 )
-from creative_memory.engine.models import Preference
+from creative_memory.engine.models import Preference, RetrievalResult
+from creative_memory.engine.retrieval import retrieve, retrieve_state
 from creative_memory.engine.timeutil import MS_PER_DAY, format_ts
 
 T0 = 1_767_225_600_000
@@ -256,3 +257,44 @@ def test_incremental_records_and_indexes_are_a_cold_derivation(version: str) -> 
                 assert [r.to_dict() for r in bucket.records] == [
                     r.to_dict() for r in cold_bucket.records
                 ]
+
+
+def plain_retrieval(state: Any, project_id: str | None, types: list[str] | None) -> Any:
+    projects = {pid: b.records for pid, b in state.projects.items()}
+    result = retrieve(state.global_records, projects, project_id, types)
+    ex = state.export_record
+    return RetrievalResult(
+        positives=[ex(r) for r in result.positives],
+        negatives=[ex(r) for r in result.negatives],
+        project_overrides=[ex(r) for r in result.project_overrides],
+        diagnostics=result.diagnostics,
+    )
+
+
+@pytest.mark.parametrize("version", ["1", "3"])
+def test_memoised_retrieval_is_the_plain_one_and_every_caller_gets_its_own(version: str) -> None:
+    events = history(900, 8, 8)
+    state = new_state(version)
+    contexts: list[tuple[str | None, list[str] | None]] = [
+        (None, None),
+        ("proj1", None),
+        ("proj0", ["layout", "col"]),
+    ]
+    for at in (600, 750, 900):
+        state.fold(events[state.event_count : at])
+        for project_id, types in contexts:
+            expected = plain_retrieval(state, project_id, types).to_dict()
+            first = retrieve_state(state, project_id, types, ())
+            assert first.to_dict() == expected
+            # a caller that changes what it got changes nothing for the next one
+            for r in first.positives + first.negatives + first.project_overrides:
+                r.sources.append("changed")
+                r.signal_strength = -1.0
+            for d in first.diagnostics:
+                d["changed"] = True
+                for v in d.values():
+                    if isinstance(v, list):
+                        v.append("changed")
+            first.positives.clear()
+            assert retrieve_state(state, project_id, types, ()).to_dict() == expected
+    assert any(retrieve_state(state, p, t, ()).diagnostics for p, t in contexts)

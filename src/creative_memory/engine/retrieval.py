@@ -317,19 +317,48 @@ def retrieve_state(
     ignore_global_for: Collection[str],
 ) -> RetrievalResult:
     """:func:`retrieve` over a derived state, with its records exported (what a generation
-    gets from that state)."""
-    projects = {pid: b.records for pid, b in state.projects.items()}
-    result = retrieve(
-        state.global_records,
-        projects,
+    gets from that state). Computed once per context while the state folds no event
+    (:meth:`~creative_memory.engine.derivation.base.DerivedState.memoised`); every call
+    gets its own copies."""
+    key = (
+        "retrieve",
         project_id,
-        preference_types,
-        ignore_global_for=ignore_global_for,
+        None if preference_types is None else tuple(preference_types),
+        frozenset(ignore_global_for),
     )
-    ex = state.export_record
+    types = None if preference_types is None else list(preference_types)
+    ignored = frozenset(ignore_global_for)
+
+    def compute() -> RetrievalResult:
+        projects = {pid: b.records for pid, b in state.projects.items()}
+        result = retrieve(
+            state.global_records, projects, project_id, types, ignore_global_for=ignored
+        )
+        ex = state.export_record
+        return RetrievalResult(
+            positives=[ex(r) for r in result.positives],
+            negatives=[ex(r) for r in result.negatives],
+            project_overrides=[ex(r) for r in result.project_overrides],
+            diagnostics=result.diagnostics,
+        )
+
+    return copy_result(state.memoised(key, compute))
+
+
+def copy_result(result: RetrievalResult) -> RetrievalResult:
+    """An independent copy of ``result``: its records copied, its diagnostics (JSON-like
+    dicts and lists) copied all the way down."""
     return RetrievalResult(
-        positives=[ex(r) for r in result.positives],
-        negatives=[ex(r) for r in result.negatives],
-        project_overrides=[ex(r) for r in result.project_overrides],
-        diagnostics=result.diagnostics,
+        positives=[r.copy() for r in result.positives],
+        negatives=[r.copy() for r in result.negatives],
+        project_overrides=[r.copy() for r in result.project_overrides],
+        diagnostics=[_copy_json(d) for d in result.diagnostics],
     )
+
+
+def _copy_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_json(v) for v in value]
+    return value

@@ -15,8 +15,8 @@ The versions themselves are listed in :mod:`.registry`. No I/O, no clock.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
-from typing import Any, ClassVar
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
@@ -35,6 +35,11 @@ from creative_memory.engine.timeutil import ts_to_ms
 _B36 = "abcdefghijklmnopqrstuvwxyz0123456789"
 
 Key = tuple[str, str, str]  # (preference_type, pattern, polarity)
+T = TypeVar("T")
+
+#: How many keys :meth:`DerivedState.memoised` keeps at once (a few contexts per user).
+_MEMO_KEYS = 16
+_MISSING: Any = object()
 
 #: The opposite polarity.
 OTHER_POLARITY = {"positive": "negative", "negative": "positive"}
@@ -215,6 +220,8 @@ class DerivedState:
         self.event_count = 0
         #: every record and refinement id handed out so far (ids are never reused)
         self.used_ids: set[str] = set()
+        # (last_seq, event_count) → what :meth:`memoised` computed since then
+        self._memo: tuple[tuple[int, int], dict[Any, Any]] = ((-1, -1), {})
 
     # -- queries -----------------------------------------------------------------------
     @property
@@ -259,6 +266,22 @@ class DerivedState:
     def materialize(self) -> None:
         """Bring derived records up to date before a read (a no-op for a version that
         folds records directly; versions that fit lazily recompute here)."""
+
+    def memoised(self, key: Any, compute: Callable[[], T]) -> T:
+        """``compute()``, computed once per ``key`` while this state folds no further event
+        (for pure functions of the materialised records, such as a retrieval: the records
+        change only when an event is folded). The caller copies what it hands out. Safe for
+        concurrent readers of a state nobody folds into (each step replaces, never clears,
+        the table: at worst two of them compute the same value)."""
+        self.materialize()
+        at = (self.last_seq, self.event_count)
+        memo = self._memo
+        if memo[0] != at or len(memo[1]) >= _MEMO_KEYS:
+            memo = self._memo = (at, {})
+        value: T = memo[1].get(key, _MISSING)
+        if value is _MISSING:
+            value = memo[1][key] = compute()
+        return value
 
     def decay_preview(self, now_ms: int) -> DecayResult:
         """What a decay pass at ``now_ms`` would change, without changing anything."""
