@@ -1,17 +1,21 @@
-"""Load test for the local daemon (issue 4): ``python benchmarks/load.py``.
+"""Load test for the local daemon: ``python benchmarks/load.py``.
 
-Starts ``creative-memory serve`` on a loopback port with a scratch data dir, then drives it
-with concurrent clients (default 16, one keep-alive connection each):
+Starts ``creative-memory serve`` on a loopback port with a scratch data dir (once per
+derivation version asked for, ``--versions 3,1``), then drives it with concurrent clients
+(default 16, one keep-alive connection each, spread over ``--processes`` client processes so
+that the client is not the bottleneck; each speaks HTTP/1.1 over a raw socket with the
+request bytes built once):
 
 1. **ingest** — every client POSTs single wire-format events (explicit tags on distinct
-   artifacts, spread over a pool of patterns, some in projects);
+   artifacts, spread over a pool of patterns, some in projects); fsync per event;
 2. **retrieve** — every client GETs the generation block for a project;
 3. **mixed** — half the clients ingest while the other half retrieve.
 
-It prints ingest requests/s and retrieval p50/p99 (ms) per phase, counts errors (any non-2xx,
+It prints requests/s with p50/p99 (ms) per phase, the CPU seconds the client processes and
+the daemon used in the phase (so a client-bound run shows), counts errors (any non-2xx, a
 transport error, or an event the capture layer did not accept) and, after a graceful
-shutdown (SIGTERM), reopens the store and checks that every acknowledged event is present
-in the user's event log. Exit status 0 only with zero errors and nothing missing.
+shutdown (SIGTERM), reopens the store and checks that every acknowledged event is in the
+user's event log. Exit status 0 only with zero errors and nothing missing.
 
 Traffic goes to 127.0.0.1 only; every loop is bounded by a request count and a deadline.
 """
@@ -19,10 +23,12 @@ Traffic goes to 127.0.0.1 only; every loop is bounded by a request count and a d
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
+import multiprocessing as mp
 import os
+import resource
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -45,46 +51,58 @@ TYPES = ["color", "layout", "typography", "imagery"]
 PROJECTS = [None, None, "landing", "festival"]
 TAGS = ["love this", "too noisy", "keep this style", "too crowded"]
 USER = "bench"  # the served user; every event names it (the daemon fills in no user_id)
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-@dataclass
-class Stats:
-    latencies_ms: list[float] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    acknowledged: list[str] = field(default_factory=list)  # artifact ids accepted
-    requests: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
+# -- the client --------------------------------------------------------------------------------
+class Conn:
+    """One keep-alive HTTP/1.1 connection over a raw socket (Content-Length bodies only)."""
 
-    def merge(self, lat: list[float], errs: list[str], acks: list[str], n: int) -> None:
-        with self.lock:
-            self.latencies_ms.extend(lat)
-            self.errors.extend(errs)
-            self.acknowledged.extend(acks)
-            self.requests += n
-
-
-class Client:
-    def __init__(self, port: int, token: str) -> None:
+    def __init__(self, port: int) -> None:
         self.port = port
-        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        self.sock = self._connect()
+        self.buf = b""
 
-    def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+    def _connect(self) -> socket.socket:
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=60)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return s
+
+    def roundtrip(self, request: bytes) -> tuple[int, bytes]:
         for attempt in (1, 2):
             try:
-                self.conn.request(method, path, body=body, headers=self.headers)
-                resp = self.conn.getresponse()
-                return resp.status, resp.read()
-            except (ConnectionError, http.client.HTTPException):
+                return self._roundtrip(request)
+            except (ConnectionError, EOFError):
                 # the server closed an idle keep-alive connection; reconnect once
-                self.conn.close()
-                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+                self.sock.close()
+                self.sock, self.buf = self._connect(), b""
                 if attempt == 2:
                     raise
         raise AssertionError("unreachable")
 
+    def _roundtrip(self, request: bytes) -> tuple[int, bytes]:
+        self.sock.sendall(request)
+        buf = self.buf
+        while (end := buf.find(b"\r\n\r\n")) < 0:
+            buf += self._recv()
+        head = buf[:end].lower()
+        status = int(head[9:12])
+        at = head.find(b"\r\ncontent-length:")
+        length = int(head[at + 17 : head.find(b"\r\n", at + 2)]) if at >= 0 else 0
+        body_end = end + 4 + length
+        while len(buf) < body_end:
+            buf += self._recv()
+        self.buf = buf[body_end:]
+        return status, buf[end + 4 : body_end]
+
+    def _recv(self) -> bytes:
+        data = self.sock.recv(65536)
+        if not data:
+            raise EOFError("connection closed")
+        return data
+
     def close(self) -> None:
-        self.conn.close()
+        self.sock.close()
 
 
 def event(client: int, i: int) -> dict[str, Any]:
@@ -105,66 +123,142 @@ def event(client: int, i: int) -> dict[str, Any]:
     }
 
 
-def ingest_worker(
-    port: int, token: str, client: int, start: int, count: int, deadline: float, stats: Stats
-) -> None:
-    c = Client(port, token)
+def http_request(port: int, token: str, method: str, path: str, body: bytes = b"") -> bytes:
+    head = (
+        f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
+    )
+    if method == "POST":
+        head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+    return (head + "\r\n").encode() + body
+
+
+@dataclass
+class Job:
+    """One client connection's work: ``kind`` ingest or retrieve, ``count`` requests."""
+
+    kind: str
+    client: int
+    start: int
+    count: int
+
+
+@dataclass
+class Outcome:
+    latencies_ms: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    acknowledged: list[str] = field(default_factory=list)  # artifact ids accepted
+    requests: dict[str, int] = field(default_factory=dict)
+    kinds: dict[str, list[float]] = field(default_factory=dict)
+    cpu_s: float = 0.0
+
+
+def run_job(port: int, token: str, job: Job, deadline: float, out: Outcome, lock: Any) -> None:
+    if job.kind == "ingest":
+        evs = [event(job.client, i) for i in range(job.start, job.start + job.count)]
+        reqs = [
+            (
+                http_request(port, token, "POST", "/api/v1/events", json.dumps(ev).encode()),
+                ev["artifact_id"],
+            )
+            for ev in evs
+        ]
+    else:
+        reqs = []
+        for i in range(job.count):
+            project = PROJECTS[(job.client + i) % len(PROJECTS)]
+            path = "/api/v1/prompt" + (f"?project_id={project}" if project else "")
+            reqs.append((http_request(port, token, "GET", path), None))
     lat: list[float] = []
     errs: list[str] = []
     acks: list[str] = []
-    n = 0
+    conn = Conn(port)
     try:
-        for i in range(start, start + count):
+        for req, artifact in reqs:
             if time.monotonic() > deadline:
                 break
-            ev = event(client, i)
             t0 = time.perf_counter()
             try:
-                status, body = c.request("POST", "/api/v1/events", json.dumps(ev).encode())
+                status, body = conn.roundtrip(req)
             except Exception as exc:
-                errs.append(f"ingest transport error: {exc!r}")
+                errs.append(f"{job.kind} transport error: {exc!r}")
                 continue
             lat.append((time.perf_counter() - t0) * 1000)
-            n += 1
             if status != 200:
-                errs.append(f"ingest HTTP {status}: {body[:200]!r}")
-                continue
-            report = json.loads(body)
-            if report.get("accepted") != 1:
-                errs.append(f"ingest not accepted: {report.get('results')}")
-                continue
-            acks.append(ev["artifact_id"])
+                errs.append(f"{job.kind} HTTP {status}: {body[:200]!r}")
+            elif artifact is not None:
+                if b'"accepted":1,' not in body:
+                    errs.append(f"{job.kind} not accepted: {body[:300]!r}")
+                else:
+                    acks.append(artifact)
     finally:
-        c.close()
-        stats.merge(lat, errs, acks, n)
+        conn.close()
+        with lock:
+            out.kinds.setdefault(job.kind, []).extend(lat)
+            out.requests[job.kind] = out.requests.get(job.kind, 0) + len(lat)
+            out.errors.extend(errs)
+            out.acknowledged.extend(acks)
 
 
-def retrieve_worker(
-    port: int, token: str, client: int, count: int, deadline: float, stats: Stats
+def client_process(
+    port: int, token: str, jobs: list[Job], max_s: float, go: Any, results: Any
 ) -> None:
-    c = Client(port, token)
-    lat: list[float] = []
-    errs: list[str] = []
-    n = 0
-    try:
-        for i in range(count):
-            if time.monotonic() > deadline:
-                break
-            project = PROJECTS[(client + i) % len(PROJECTS)]
-            path = "/api/v1/prompt" + (f"?project_id={project}" if project else "")
-            t0 = time.perf_counter()
-            try:
-                status, body = c.request("GET", path)
-            except Exception as exc:
-                errs.append(f"retrieve transport error: {exc!r}")
-                continue
-            lat.append((time.perf_counter() - t0) * 1000)
-            n += 1
-            if status != 200:
-                errs.append(f"retrieve HTTP {status}: {body[:200]!r}")
-    finally:
-        c.close()
-        stats.merge(lat, errs, [], n)
+    """A client process: one thread per job, started together when ``go`` is set."""
+    out = Outcome()
+    lock = threading.Lock()
+    go.wait()
+    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+    deadline = time.monotonic() + max_s
+    threads = [
+        threading.Thread(target=run_job, args=(port, token, j, deadline, out, lock)) for j in jobs
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+    out.cpu_s = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+    results.put(out)
+
+
+def proc_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads) so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def run_phase(
+    port: int, token: str, jobs: list[Job], processes: int, max_s: float, server_pid: int
+) -> tuple[Outcome, float, float]:
+    """Run ``jobs`` over ``processes`` client processes; (merged outcome, wall s, server
+    CPU s) of the phase."""
+    ctx = mp.get_context("fork")
+    go, results = ctx.Event(), ctx.Queue()
+    shares = [jobs[i::processes] for i in range(processes) if jobs[i::processes]]
+    procs = [
+        ctx.Process(target=client_process, args=(port, token, s, max_s, go, results))
+        for s in shares
+    ]
+    for p in procs:
+        p.start()
+    time.sleep(0.3)  # let them fork and build their requests' bytes
+    server0 = proc_cpu_s(server_pid)
+    t0 = time.perf_counter()
+    go.set()
+    merged = Outcome()
+    for _ in procs:
+        out: Outcome = results.get(timeout=max_s + 60)
+        for kind, lat in out.kinds.items():
+            merged.kinds.setdefault(kind, []).extend(lat)
+        for kind, n in out.requests.items():
+            merged.requests[kind] = merged.requests.get(kind, 0) + n
+        merged.errors += out.errors
+        merged.acknowledged += out.acknowledged
+        merged.cpu_s += out.cpu_s
+    secs = time.perf_counter() - t0
+    server_cpu = proc_cpu_s(server_pid) - server0
+    for p in procs:
+        p.join()
+    return merged, secs, server_cpu
 
 
 def pct(values: list[float], q: float) -> float:
@@ -175,40 +269,19 @@ def pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
 
-def run_phase(threads: list[threading.Thread]) -> float:
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return time.perf_counter() - t0
-
-
+# -- the daemon -------------------------------------------------------------------------------
 def start_daemon(
-    data_dir: Path, alarm_ms: float, log_path: Path
+    data_dir: Path, version: str | None, args: argparse.Namespace, log_path: Path
 ) -> tuple[subprocess.Popen[bytes], int]:
-    env = {**os.environ, "CREATIVE_MEMORY_USER": "bench"}
+    env = {**os.environ, "CREATIVE_MEMORY_USER": USER}
     env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    cmd = [sys.executable, "-m", "creative_memory.cli.daemon", "serve"]
+    if version:
+        cmd += ["--derivation-version", version]
+    cmd += ["--data-dir", str(data_dir), "--port", "0", "--alarm-ms", str(args.alarm_ms)]
+    cmd += ["--log-level", "warning", "--derivation", args.derivation]
     log = log_path.open("wb")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "creative_memory.cli.daemon",
-            "serve",
-            "--data-dir",
-            str(data_dir),
-            "--port",
-            "0",
-            "--alarm-ms",
-            str(alarm_ms),
-            "--log-level",
-            "warning",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-        env=env,
-    )
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, env=env)
     files = DaemonFiles(data_dir)
     deadline = time.monotonic() + 30
     while True:
@@ -221,10 +294,10 @@ def start_daemon(
         time.sleep(0.05)
     while True:  # wait until it answers
         try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            c.request("GET", "/healthz")
-            if c.getresponse().status == 200:
-                c.close()
+            status, _ = Conn(port).roundtrip(
+                f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+            )
+            if status == 200:
                 return proc, port
         except OSError:
             pass
@@ -233,99 +306,59 @@ def start_daemon(
         time.sleep(0.05)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--clients", type=int, default=16)
-    ap.add_argument("--ingest", type=int, default=150, help="ingest requests per client")
-    ap.add_argument("--retrieve", type=int, default=150, help="retrievals per client")
-    ap.add_argument("--max-seconds", type=float, default=120, help="deadline per phase")
-    ap.add_argument("--alarm-ms", type=float, default=50.0)
-    ap.add_argument("--data-dir", type=Path, help="keep the data here (default: a temp dir)")
-    ap.add_argument("--json", action="store_true", help="print one JSON document")
-    args = ap.parse_args()
+def phase_result(out: Outcome, kind: str, secs: float, server_cpu: float) -> dict[str, Any]:
+    lat = out.kinds.get(kind, [])
+    return {
+        "requests": len(lat),
+        "seconds": round(secs, 3),
+        "requests_per_s": round(len(lat) / secs, 1),
+        "p50_ms": round(pct(lat, 50), 2),
+        "p99_ms": round(pct(lat, 99), 2),
+        "client_cpu_s": round(out.cpu_s, 3),
+        "server_cpu_s": round(server_cpu, 3),
+    }
 
-    tmp = None
-    if args.data_dir is None:
-        tmp = tempfile.TemporaryDirectory(prefix="creative-memory-load-")
-        data_dir = Path(tmp.name) / "data"
-    else:
-        data_dir = args.data_dir
-    log_path = data_dir.parent / "daemon.log"
-    data_dir.parent.mkdir(parents=True, exist_ok=True)
-    token = DaemonFiles(data_dir).token_for("bench")
+
+def run_version(version: str | None, args: argparse.Namespace, base: Path) -> dict[str, Any]:
+    data_dir = base / f"data-v{version or 'default'}"
+    log_path = base / f"daemon-v{version or 'default'}.log"
+    token = DaemonFiles(data_dir).token_for(USER)
     assert token is not None
-    proc, port = start_daemon(data_dir, args.alarm_ms, log_path)
-    results: dict[str, Any] = {"clients": args.clients, "port": port}
+    proc, port = start_daemon(data_dir, version, args, log_path)
+    results: dict[str, Any] = {"version": version or "default", "port": port}
     acknowledged: list[str] = []
     errors: list[str] = []
+    n, k = args.clients, args.processes
     try:
-        # 1. ingest
-        ing = Stats()
-        deadline = time.monotonic() + args.max_seconds
-        secs = run_phase(
-            [
-                threading.Thread(
-                    target=ingest_worker,
-                    args=(port, token, c, 0, args.ingest, deadline, ing),
-                )
-                for c in range(args.clients)
-            ]
-        )
-        results["ingest"] = {
-            "requests": ing.requests,
-            "seconds": round(secs, 3),
-            "requests_per_s": round(ing.requests / secs, 1),
-            "p50_ms": round(pct(ing.latencies_ms, 50), 2),
-            "p99_ms": round(pct(ing.latencies_ms, 99), 2),
-        }
-        acknowledged += ing.acknowledged
-        errors += ing.errors
+        jobs = [Job("ingest", c, 0, args.ingest) for c in range(n)]
+        out, secs, scpu = run_phase(port, token, jobs, k, args.max_seconds, proc.pid)
+        results["ingest"] = phase_result(out, "ingest", secs, scpu)
+        acknowledged += out.acknowledged
+        errors += out.errors
 
-        # 2. retrieve
-        ret = Stats()
-        deadline = time.monotonic() + args.max_seconds
-        secs = run_phase(
-            [
-                threading.Thread(
-                    target=retrieve_worker, args=(port, token, c, args.retrieve, deadline, ret)
-                )
-                for c in range(args.clients)
-            ]
-        )
-        results["retrieve"] = {
-            "requests": ret.requests,
-            "seconds": round(secs, 3),
-            "requests_per_s": round(ret.requests / secs, 1),
-            "p50_ms": round(pct(ret.latencies_ms, 50), 2),
-            "p99_ms": round(pct(ret.latencies_ms, 99), 2),
-        }
-        errors += ret.errors
+        jobs = [Job("retrieve", c, 0, args.retrieve) for c in range(n)]
+        out, secs, scpu = run_phase(port, token, jobs, k, args.max_seconds, proc.pid)
+        results["retrieve"] = phase_result(out, "retrieve", secs, scpu)
+        errors += out.errors
 
-        # 3. mixed: half ingest, half retrieve
-        mi, mr = Stats(), Stats()
-        deadline = time.monotonic() + args.max_seconds
-        half = max(1, args.clients // 2)
-        threads = [
-            threading.Thread(
-                target=ingest_worker,
-                args=(port, token, c, args.ingest, args.ingest // 2, deadline, mi),
-            )
-            for c in range(half)
-        ] + [
-            threading.Thread(
-                target=retrieve_worker, args=(port, token, c, args.retrieve // 2, deadline, mr)
-            )
-            for c in range(half, args.clients)
-        ]
-        secs = run_phase(threads)
+        half = max(1, n // 2)
+        jobs = [Job("ingest", c, args.ingest, args.ingest // 2) for c in range(half)]
+        jobs += [Job("retrieve", c, 0, args.retrieve // 2) for c in range(half, n)]
+        # interleave so every client process carries both kinds
+        jobs = [j for pair in zip(jobs[:half], jobs[half:], strict=False) for j in pair]
+        out, secs, scpu = run_phase(port, token, jobs, k, args.max_seconds, proc.pid)
+        ing, ret = out.kinds.get("ingest", []), out.kinds.get("retrieve", [])
         results["mixed"] = {
-            "ingest_requests_per_s": round(mi.requests / secs, 1),
-            "retrieve_requests": mr.requests,
-            "retrieve_p50_ms": round(pct(mr.latencies_ms, 50), 2),
-            "retrieve_p99_ms": round(pct(mr.latencies_ms, 99), 2),
+            "ingest_requests_per_s": round(len(ing) / secs, 1),
+            "retrieve_requests": len(ret),
+            "retrieve_p50_ms": round(pct(ret, 50), 2),
+            "retrieve_p99_ms": round(pct(ret, 99), 2),
+            "client_cpu_s": round(out.cpu_s, 3),
+            "server_cpu_s": round(scpu, 3),
+            "seconds": round(secs, 3),
         }
-        acknowledged += mi.acknowledged
-        errors += mi.errors + mr.errors
+        acknowledged += out.acknowledged
+        errors += out.errors
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -336,52 +369,105 @@ def main() -> int:
             errors.append("the daemon did not shut down within 60 s")
 
     # every acknowledged event is in the log after a graceful shutdown
-    store = MemoryStore(data_dir)
-    stored = [e.artifact_id for e in store.events("bench") if isinstance(e, SignalEvent)]
+    store = MemoryStore(data_dir, derivation_version=version)
+    stored = [e.artifact_id for e in store.events(USER) if isinstance(e, SignalEvent)]
     missing = sorted(set(acknowledged) - set(stored))
     slow = 0
     if log_path.exists():
-        for line in log_path.read_text(errors="replace").splitlines():
-            if '"slow_retrieval"' in line:
-                slow += 1
+        slow = log_path.read_text(errors="replace").count('"slow_retrieval"')
     results.update(
         {
             "acknowledged_events": len(acknowledged),
             "stored_signal_events": len(stored),
             "missing_events": len(missing),
             "errors": len(errors),
+            "error_samples": errors[:10],
+            "missing_samples": missing[:10],
             "slow_retrieval_warnings": slow,
-            "records": len(store.list_preferences("bench")),
+            "records": len(store.list_preferences(USER)),
         }
     )
-    if args.json:
-        print(json.dumps(results, indent=2))
+    return results
+
+
+def print_version(r: dict[str, Any], args: argparse.Namespace) -> None:
+    ncpu = os.cpu_count() or 1
+
+    def cpu(p: dict[str, Any]) -> str:
+        share = p["client_cpu_s"] / (p["seconds"] * ncpu) * 100
+        return (
+            f"  CPU client {p['client_cpu_s']:.2f} s ({share:.0f}% of {ncpu} CPUs), "
+            f"daemon {p['server_cpu_s']:.2f} s"
+        )
+
+    i, q, m = r["ingest"], r["retrieve"], r["mixed"]
+    print(
+        f"derivation version {r['version']}, --derivation {args.derivation}: {args.clients} "
+        f"clients in {args.processes} processes, 127.0.0.1"
+    )
+    for name, p in (("ingest", i), ("retrieve", q)):
+        print(
+            f"  {name:9} {p['requests']:6d} requests in {p['seconds']:6.2f} s  "
+            f"{p['requests_per_s']:8.1f} req/s  p50 {p['p50_ms']:6.2f} ms  "
+            f"p99 {p['p99_ms']:6.2f} ms" + cpu(p)
+        )
+    print(
+        f"  mixed     ingest {m['ingest_requests_per_s']:.1f} req/s while retrieving: "
+        f"p50 {m['retrieve_p50_ms']:.2f} ms  p99 {m['retrieve_p99_ms']:.2f} ms" + cpu(m)
+    )
+    print(
+        f"  acknowledged {r['acknowledged_events']}, stored {r['stored_signal_events']}, "
+        f"missing {r['missing_events']}; errors {r['errors']}; slow-retrieval warnings "
+        f"{r['slow_retrieval_warnings']} (alarm {args.alarm_ms:g} ms); {r['records']} "
+        "derived records"
+    )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--clients", type=int, default=16)
+    ap.add_argument("--processes", type=int, default=2, help="client processes")
+    ap.add_argument("--ingest", type=int, default=150, help="ingest requests per client")
+    ap.add_argument("--retrieve", type=int, default=150, help="retrievals per client")
+    ap.add_argument(
+        "--versions",
+        default="",
+        help="comma-separated derivation versions, one daemon each (default: the default one)",
+    )
+    ap.add_argument("--derivation", choices=["lazy", "background"], default="lazy")
+    ap.add_argument("--max-seconds", type=float, default=120, help="deadline per phase")
+    ap.add_argument("--alarm-ms", type=float, default=50.0)
+    ap.add_argument("--data-dir", type=Path, help="keep the data here (default: a temp dir)")
+    ap.add_argument("--json", action="store_true", help="print one JSON document")
+    args = ap.parse_args()
+
+    tmp = None
+    if args.data_dir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="creative-memory-load-")
+        base = Path(tmp.name)
     else:
-        i, r, m = results["ingest"], results["retrieve"], results["mixed"]
-        print(f"creative-memory daemon load test: {args.clients} concurrent clients, 127.0.0.1")
-        for name, p in (("ingest", i), ("retrieve", r)):
-            print(
-                f"{name:9} {p['requests']:6d} requests in {p['seconds']:6.2f} s  "
-                f"{p['requests_per_s']:8.1f} req/s  p50 {p['p50_ms']:6.2f} ms  "
-                f"p99 {p['p99_ms']:6.2f} ms"
-            )
-        print(
-            f"mixed     ingest {m['ingest_requests_per_s']:.1f} req/s while retrieving: "
-            f"p50 {m['retrieve_p50_ms']:.2f} ms  p99 {m['retrieve_p99_ms']:.2f} ms"
-        )
-        print(
-            f"acknowledged {results['acknowledged_events']}, stored "
-            f"{results['stored_signal_events']}, missing {results['missing_events']}; "
-            f"errors {results['errors']}; slow-retrieval warnings {slow} "
-            f"(alarm {args.alarm_ms:g} ms); {results['records']} derived records"
-        )
-    for e in errors[:10]:
-        print("error:", e, file=sys.stderr)
-    if missing:
-        print("missing:", missing[:10], file=sys.stderr)
+        base = args.data_dir
+        base.mkdir(parents=True, exist_ok=True)
+    versions = [v.strip() for v in args.versions.split(",") if v.strip()] or [None]
+    runs = [run_version(v, args, base) for v in versions]
+    if args.json:
+        # the first run's figures at the top level too (one version: the whole answer)
+        doc = {**runs[0], "clients": args.clients, "processes": args.processes,
+               "derivation": args.derivation, "runs": runs}  # fmt: skip
+        print(json.dumps(doc, indent=2))
+    else:
+        for r in runs:
+            print_version(r, args)
+    failed = False
+    for r in runs:
+        for e in r["error_samples"]:
+            print("error:", e, file=sys.stderr)
+        if r["missing_samples"]:
+            print("missing:", r["missing_samples"], file=sys.stderr)
+        failed |= bool(r["errors"] or r["missing_events"])
     if tmp is not None:
         tmp.cleanup()
-    return 0 if not errors and not missing else 1
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ import os
 from collections.abc import AsyncIterator, Sequence
 
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -70,7 +69,8 @@ def create_app(config: DaemonConfig, *, store: MemoryStore | None = None) -> Dae
             ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await ticker
-            await run_in_threadpool(daemon.flush_pending)
+            await daemon.run(daemon.flush_pending)
+            daemon.executor.shutdown(wait=False)  # idle: uvicorn let the requests finish
             daemon.files.remove_server_info(os.getpid())
             log_event(logging.INFO, "daemon_stopped")
 
@@ -111,7 +111,7 @@ async def _tick_forever(daemon: Daemon) -> None:
         if daemon.closed:
             return
         try:
-            await run_in_threadpool(daemon.tick)
+            await daemon.run(daemon.tick)
         except Exception:  # a storage hiccup must not kill the ticker; it retries next time
             log.exception("tick_failed", extra={"fields": {"event": "tick_failed"}})
 

@@ -137,9 +137,7 @@ def internal_error(route: str, exc: BaseException) -> Problem:
     )
 
 
-def problem_for(
-    exc: BaseException, method: str, path: str, template: str | None = None
-) -> Problem:
+def problem_for(exc: BaseException, method: str, path: str, template: str | None = None) -> Problem:
     """The one exception → problem mapping (never a 4xx for a bare ``ValueError``). A 500 is
     logged under the route ``template`` (never the raw ``path``: it may name a pattern)."""
     if isinstance(exc, Problem):

@@ -21,6 +21,7 @@ from creative_memory.app.store import MemoryStore
 from creative_memory.http.app import create_app
 from creative_memory.http.auth import DaemonFiles
 from creative_memory.http.config import DEFAULT_HOST, DaemonConfig, url_host
+from creative_memory.http.corked import corked_protocol
 from creative_memory.http.jsonlog import configure_logging, log_event
 from creative_memory.storage.files.fsutil import make_private_dir
 
@@ -102,6 +103,8 @@ def _uvicorn_server(app: ASGIApp) -> Any:
     return uvicorn.Server(
         uvicorn.Config(
             app,
+            http=corked_protocol(),  # one send per response (http/corked.py)
+            proxy_headers=False,  # loopback: no proxy in front, no forwarded headers
             log_config=None,
             access_log=False,
             lifespan="on",

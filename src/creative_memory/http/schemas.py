@@ -68,9 +68,7 @@ class ComposeRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     host_prompt: Annotated[str, Meta(description="The host's composed system prompt.")]
     project_id: Annotated[str | None, Meta(description="Empty or null: no project.")] = None
-    variant: Annotated[str, Meta(description="generation (default) or critique.")] = (
-        "generation"
-    )
+    variant: Annotated[str, Meta(description="generation (default) or critique.")] = "generation"
     format: FormatParam = "text"
 
 
@@ -156,8 +154,10 @@ class MemoryView(msgspec.Struct, kw_only=True):
     ] = None
     derivation_worker: Annotated[
         UserDerivation | None,
-        Meta(description="How this user's state is derived (docs/daemon.md, "
-             "\"Background derivation\"): lazy, or the worker's queue and last derivation."),
+        Meta(
+            description="How this user's state is derived (docs/daemon.md, "
+            '"Background derivation"): lazy, or the worker\'s queue and last derivation.'
+        ),
     ] = None
 
 

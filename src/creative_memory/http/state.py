@@ -20,6 +20,7 @@ from creative_memory.engine.events import validate_user_id
 from creative_memory.http.auth import Authenticator, DaemonFiles
 from creative_memory.http.config import DaemonConfig, allowed_host_headers, check_derivation
 from creative_memory.http.jsonlog import log_event
+from creative_memory.storage import FileStorage
 
 T = TypeVar("T")
 
@@ -65,11 +66,33 @@ class Daemon:
         base = resources.files("creative_memory.http") / "web"
         self.web = {name: (base / name).read_bytes() for name in WEB_FILES}
         self.openapi: dict[str, Any] = {}
+        self.local = isinstance(self.store._storage, FileStorage)  # no network round trips
         self.executor = ThreadPoolExecutor(THREADS, thread_name_prefix="creative-memory-http")
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in the daemon's thread pool, off the event loop."""
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    async def read(self, user: str, present: bool, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)``, a read of ``user``'s memory (``present``: now, not a point in the
+        past): on the event loop when the store holds their present derived state current
+        (nothing to fold or fit, no lock: tens of microseconds, less than the hand-off to
+        a thread), else in the thread pool (docs/performance.md, "Daemon")."""
+        if present and self.warm(user):
+            return fn(*args)
+        return await self.run(fn, *args)
+
+    def warm(self, user: str) -> bool:
+        """Whether the store's published state of ``user`` reflects the whole log (one
+        settings read and one ``stat`` of the file store; a database is never asked from
+        the event loop); ``False`` whenever that cannot be told."""
+        if not self.local:
+            return False
+        try:
+            current = getattr(self.store._states_of(user), "current", None)
+            return current is not None and current(user) is not None
+        except Exception:  # judged (and reported) by the read itself, in a thread
+            return False
 
     def timed(self, operation: str, user: str, project_id: str | None, fn: Callable[[], T]) -> T:
         """``fn()``, with a ``slow_retrieval`` warning when it takes over the alarm."""

@@ -7,7 +7,6 @@ import logging
 from collections.abc import Callable
 from typing import TypeVar
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -44,7 +43,7 @@ async def get_derivation(request: Request) -> Response:
     """GET /api/v1/derivation: MemoryService.derivation (in force, default, known, history)."""
     d = daemon(request)
     user = d.auth.authenticate(request)
-    return encode(await run_in_threadpool(d.service.derivation, user))
+    return encode(await d.run(d.service.derivation, user))
 
 
 async def post_derivation(request: Request) -> Response:
@@ -52,9 +51,7 @@ async def post_derivation(request: Request) -> Response:
     d = daemon(request)
     user = d.auth.authenticate(request)
     body = await read_struct(request, DerivationRequest)
-    result = await run_in_threadpool(
-        _as_version, lambda: d.service.set_derivation_version(user, body.version)
-    )
+    result = await d.run(_as_version, lambda: d.service.set_derivation_version(user, body.version))
     if result.changed:
         d.derived(user)
     log_event(logging.INFO, "derivation_version_set", user=user, version=body.version,
@@ -70,9 +67,7 @@ async def get_preview(request: Request) -> Response:
     if version is None:
         raise invalid("version is required: the derivation version to preview", "version")
     project_id = project_query(request)
-    result = await run_in_threadpool(
-        _as_version, lambda: d.service.preview(user, version, project_id)
-    )
+    result = await d.run(_as_version, lambda: d.service.preview(user, version, project_id))
     return encode(result)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -43,7 +42,7 @@ async def post_events(request: Request) -> Response:
                 raise unavailable(str(exc)) from exc
             raise
 
-    result = await run_in_threadpool(work)
+    result = await d.run(work)
     if result.accepted or result.flushed:
         d.derived(user)  # --derivation background: the worker derives, off this request
     log_event(logging.INFO, "events_ingested", user=user, accepted=result.accepted,

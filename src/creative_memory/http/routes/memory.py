@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -47,7 +46,7 @@ async def get_memory(request: Request) -> Response:
     user = d.auth.authenticate(request)
     project_id = project_query(request)
     at_seq, as_of = point_query(request)
-    doc = await run_in_threadpool(
+    doc = await d.run(
         d.timed, "inspect", user, project_id,
         lambda: d.service.inspect(user, project_id, at_seq=at_seq, as_of=as_of),
     )  # fmt: skip
@@ -61,7 +60,7 @@ async def get_explain(request: Request) -> Response:
     ptype, pattern = type_and_pattern(request, "/api/v1/explain/")
     project_id = project_query(request)
     at_seq, as_of = point_query(request)
-    result = await run_in_threadpool(
+    result = await d.run(
         lambda: d.service.explain(user, ptype, pattern, project_id, at_seq=at_seq, as_of=as_of)
     )
     return encode(result)
@@ -73,7 +72,7 @@ async def delete_preference(request: Request) -> Response:
     user = d.auth.authenticate(request)
     ptype, pattern = type_and_pattern(request, "/api/v1/preferences/")
     project_id = project_query(request)
-    result = await run_in_threadpool(d.service.forget, user, ptype, pattern, project_id)
+    result = await d.run(d.service.forget, user, ptype, pattern, project_id)
     log_event(logging.INFO, "forgot", user=user, events_removed=result.events_removed,
               project_id=project_id)  # fmt: skip
     return encode(result)
@@ -84,9 +83,7 @@ async def post_reset(request: Request) -> Response:
     d = daemon(request)
     user = d.auth.authenticate(request)
     body = await read_struct(request, ResetRequest)
-    result = await run_in_threadpool(
-        lambda: d.service.reset(user, body.scope, confirm=body.confirm)
-    )
+    result = await d.run(lambda: d.service.reset(user, body.scope, confirm=body.confirm))
     log_event(logging.INFO, "reset", user=user, scope=body.scope,
               events_removed=result.events_removed)  # fmt: skip
     return encode(result)

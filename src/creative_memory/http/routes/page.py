@@ -8,7 +8,6 @@ import logging
 from importlib import resources
 from typing import Final
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
@@ -93,7 +92,7 @@ async def login(request: Request) -> Response:
     nonce = query(request, "once")
     if not nonce:
         raise invalid("the login link has no one-time code (once=)", "once", 400)
-    user = await run_in_threadpool(d.files.consume_login, nonce)
+    user = await d.run(d.files.consume_login, nonce)
     if user is None or not d.auth.user_allowed(user):
         raise unauthorized(
             "this login link is invalid, expired or already used; run creative-memory ui again"

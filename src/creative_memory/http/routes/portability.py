@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -26,7 +25,7 @@ async def get_export(request: Request) -> Response:
     """GET /api/v1/export: MemoryService.export_archive, as a download."""
     d = daemon(request)
     user = d.auth.authenticate(request)
-    data, result = await run_in_threadpool(d.service.export_archive, user)
+    data, result = await d.run(d.service.export_archive, user)
     disposition = f'attachment; filename="{result.filename}"'
     return Response(data, media_type=JSON, headers={"Content-Disposition": disposition})
 
@@ -38,7 +37,7 @@ async def post_import(request: Request) -> Response:
     mode = query(request, "mode") or "merge"
     check_json_type(request)
     data = await request.body()  # the BodyLimit middleware meters it (max_import_bytes)
-    result = await run_in_threadpool(d.service.import_archive, user, data, mode)
+    result = await d.run(d.service.import_archive, user, data, mode)
     if result.events_added:
         d.derived(user)
     log_event(logging.INFO, "imported", user=user, mode=mode, events_added=result.events_added)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -38,8 +37,8 @@ async def get_prompt(request: Request) -> Response:
     variant = query(request, "variant") or "generation"
     fmt = response_format(request)
     at_seq, as_of = point_query(request)
-    result = await run_in_threadpool(
-        d.timed, "retrieve", user, project_id,
+    result = await d.read(
+        user, at_seq is None and as_of is None, d.timed, "retrieve", user, project_id,
         lambda: d.service.prompt(user, project_id, variant, at_seq=at_seq, as_of=as_of),
     )  # fmt: skip
     return _render(result, result.block, fmt)
@@ -52,8 +51,8 @@ async def post_prompt(request: Request) -> Response:
     body = await read_struct(request, ComposeRequest)
     project_id = body.project_id or None
     at_seq, as_of = point_query(request)
-    result = await run_in_threadpool(
-        d.timed, "retrieve", user, project_id,
+    result = await d.read(
+        user, at_seq is None and as_of is None, d.timed, "retrieve", user, project_id,
         lambda: d.service.compose(
             user, body.host_prompt, project_id, body.variant, at_seq=at_seq, as_of=as_of
         ),

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 
 import msgspec
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -28,7 +27,7 @@ async def get_settings(request: Request) -> Response:
     """GET /api/v1/settings: MemoryService.settings (conditional)."""
     d = daemon(request)
     user = d.auth.authenticate(request)
-    return conditional(request, encode(await run_in_threadpool(d.service.settings, user)))
+    return conditional(request, encode(await d.run(d.service.settings, user)))
 
 
 async def post_settings(request: Request) -> Response:
@@ -36,7 +35,7 @@ async def post_settings(request: Request) -> Response:
     d = daemon(request)
     user = d.auth.authenticate(request)
     change = await read_struct(request, SettingsChange)
-    result = await run_in_threadpool(d.service.change_settings, user, change)
+    result = await d.run(d.service.change_settings, user, change)
     keys = sorted(k for k, v in msgspec.structs.asdict(change).items() if v is not msgspec.UNSET)
     log_event(logging.INFO, "settings_changed", user=user, keys=keys)
     return encode(result)
