@@ -4,14 +4,19 @@ Reads derive lazily. Within a process the last derived state of each user is kep
 extended with newly appended events (O(k) for k new events), folded from memory when the
 append continues the state; a rewritten log (erasure) derives afresh. Write-back of the
 state to the derivation cache and the snapshot is deferred (:data:`WRITE_BACK_EVENTS`).
+
+Warm reads take no lock: a read that finds the state up to date publishes a read-only copy
+of its records (:func:`frozen_copy`), and later reads use it for as long as the log holds
+nothing after it (docs/architecture.md, "Concurrency").
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import msgspec
 
@@ -19,7 +24,7 @@ from creative_memory.engine.derivation.registry import DerivedState, new_state
 from creative_memory.engine.events import Event
 from creative_memory.engine.models import Preference, Refinement
 from creative_memory.storage import LogSnapshot
-from creative_memory.storage.base import EventLogStorage
+from creative_memory.storage.base import Appended, EventLogStorage
 from creative_memory.storage.files.cache import cache_key
 
 
@@ -31,6 +36,36 @@ class _Memo:
     head: str  # chain hash of the last folded event ("" before any)
     written: str  # head last written back to the cache and snapshot
     unwritten: int = 0  # events folded since that write-back
+
+
+@dataclass(frozen=True)
+class _Published:
+    """A read-only copy of a user's state and the log position it reflects."""
+
+    generation: str
+    end: int
+    state: DerivedState
+
+
+T = TypeVar("T")
+
+
+def frozen_copy(state: DerivedState) -> DerivedState:
+    """A copy of a materialised ``state``'s records and refinement log that no fold will
+    touch: what lock-free readers read. Its buckets hold copies of the records in the same
+    order (indexed the same way), so every read — retrieval, record selection, export —
+    gives the same bytes as on ``state``; it holds none of the version's fit inputs and is
+    never folded into."""
+    view = new_state(state.version)
+    for rec in state.global_bucket.records:
+        view.global_bucket.add(rec.copy())
+    for project_id, bucket in state.projects.items():
+        target = view.bucket_for(project_id)
+        for rec in bucket.records:
+            target.add(rec.copy())
+    view.refinements = list(state.refinements)
+    view.last_seq, view.event_count = state.last_seq, state.event_count
+    return view
 
 
 #: A read writes the derived state back (cache entry + snapshot) once it is this many events
@@ -45,8 +80,9 @@ class DerivedStates:
         self.storage = storage
         self.version = version
         self.memo: dict[str, _Memo] = {}
-        self.memo_lock = threading.RLock()
+        self.memo_lock = threading.RLock()  # guards the dicts below (held briefly)
         self.user_locks: dict[str, threading.RLock] = {}
+        self.published: dict[str, _Published] = {}  # read without a lock
         self.siblings: dict[str, DerivedStates] = {}  # other versions (see :meth:`of`)
 
     def flush(self) -> None:
@@ -84,7 +120,31 @@ class DerivedStates:
     def forget_user(self, user_id: str) -> None:
         """Drop the user's state (after a rewrite of the log): the next read derives afresh."""
         with self.memo_lock:
+            self.published.pop(user_id, None)
             self.memo.pop(user_id, None)
+
+    def current(self, user_id: str) -> DerivedState | None:
+        """The user's published read-only state when the log holds nothing after it (no
+        lock: one ``read_events`` from its end, which the file backend answers with a
+        ``stat`` while the log is unchanged), else ``None``."""
+        pub = self.published.get(user_id)
+        if pub is None:
+            return None
+        snap = self.storage.read_events(user_id, generation=pub.generation, start=pub.end)
+        if snap.resumed and not snap.events and snap.end == pub.end:
+            return pub.state
+        return None
+
+    def read(self, user_id: str, fn: Callable[[DerivedState], T], *, write_back: bool = True) -> T:
+        """``fn`` of the user's up-to-date state: the published copy when it is current
+        (:meth:`current`), else under the user's lock after :meth:`refresh` (which may
+        publish). ``fn`` must only read the state."""
+        state = self.current(user_id)
+        if state is not None:
+            return fn(state)
+        with self.locked(user_id):
+            state, _ = self.refresh(user_id, write_back=write_back)
+            return fn(state)
 
     def cold_start(
         self, user_id: str, want_seqs: Sequence[int]
@@ -131,7 +191,7 @@ class DerivedStates:
         copy of what that event touched, taken right after it was folded. With
         ``write_back`` the state is written to the derivation cache and the snapshot.
         """
-        with self.memo_lock:
+        with self.user_lock(user_id):
             memo = self.memo.get(user_id)
             snap: LogSnapshot | None = None
             if memo is not None:
@@ -141,13 +201,17 @@ class DerivedStates:
                 if not snap.resumed:
                     memo = None
             touched: dict[int, Preference | Refinement | None] = {}
+            folded = memo is None or snap is None or bool(snap.events)
+            if folded:
+                self.published.pop(user_id, None)
             if memo is None or snap is None:
                 memo, snap, touched = self.cold_start(user_id, want_seqs)
-                self.memo[user_id] = memo
+                with self.memo_lock:
+                    self.memo[user_id] = memo
             try:
                 touched.update(self.fold(memo, snap.events, want_seqs))
             except BaseException:  # a half-folded state must not be reused
-                self.memo.pop(user_id, None)
+                self.forget_user(user_id)
                 raise
             memo.end = snap.end
             state = memo.state
@@ -159,7 +223,18 @@ class DerivedStates:
                 and (not memo.written or memo.unwritten >= WRITE_BACK_EVENTS)
             ):
                 self.write_back(user_id, memo)
+            if not folded:
+                self.publish(user_id, memo)
             return state, touched
+
+    def publish(self, user_id: str, memo: _Memo) -> None:
+        """Publish a read-only copy of the memo's (materialised) state for lock-free reads,
+        unless one for this position is out already (caller holds the user's lock)."""
+        pub = self.published.get(user_id)
+        if pub is None or pub.generation != memo.generation or pub.end != memo.end:
+            self.published[user_id] = _Published(
+                memo.generation, memo.end, frozen_copy(memo.state)
+            )
 
     @staticmethod
     def fold(
@@ -228,20 +303,21 @@ class DerivedStates:
         memo.unwritten = 0
 
     def user_lock(self, user_id: str) -> threading.RLock:
-        """The lock that serialises one user's appends and reads in this process."""
-        with self.memo_lock:
-            lock = self.user_locks.get(user_id)
-            if lock is None:
-                lock = self.user_locks[user_id] = threading.RLock()
-            return lock
+        """The lock that serialises one user's derivation in this process (refreshes,
+        folds, appends that return records, write-back; every version shares it)."""
+        lock = self.user_locks.get(user_id)
+        if lock is None:
+            with self.memo_lock:
+                lock = self.user_locks.setdefault(user_id, threading.RLock())
+        return lock
 
     @contextlib.contextmanager
     def locked(self, user_id: str) -> Iterator[None]:
-        """This store's critical section for one user: the user's lock, then the memo lock
-        (always in this order). An append holds the user's lock from the write until its own
-        events are folded, so no other thread can fold them first and the caller always gets
-        the records its events touched."""
-        with self.user_lock(user_id), self.memo_lock:
+        """This store's critical section for one user (the user's lock). An append that
+        returns records holds it from the write until its own events are folded, so no
+        other thread can fold them first and the caller gets the records its events
+        touched; an append without records holds no lock while it writes."""
+        with self.user_lock(user_id):
             yield
 
     def append(
@@ -252,25 +328,40 @@ class DerivedStates:
         The appended events are folded from memory when this store's state for the user
         ends right where the append began (no read-back); otherwise, without ``records``,
         nothing is derived now: the next read does it (docs/performance.md, "Scaling with
-        the vocabulary")."""
+        the vocabulary"). Without ``records`` no lock is held across the write, so
+        concurrent appends share one fsync (docs/storage.md, "Group commit"), and the fold
+        from memory happens only if the user's lock is free at once."""
+        if not records:
+            appended = self.storage.append_positioned(user_id, events)
+            lock = self.user_lock(user_id)
+            if lock.acquire(blocking=False):  # busy: a read is deriving; the next one folds
+                try:
+                    self.continue_with(user_id, appended, ())
+                finally:
+                    lock.release()
+            return [None] * len(appended.events)
         with self.user_lock(user_id):
             appended = self.storage.append_positioned(user_id, events)
             seqs = [e.seq for e in appended.events]
-            with self.memo_lock:
-                memo = self.memo.get(user_id)
-                if (
-                    memo is not None
-                    and memo.generation == appended.generation
-                    and memo.end == appended.start
-                ):
-                    try:
-                        touched = self.fold(memo, appended.events, seqs if records else ())
-                    except BaseException:  # a half-folded state must not be reused
-                        self.memo.pop(user_id, None)
-                        raise
-                    memo.end = appended.end
-                elif records:
-                    _, touched = self.refresh(user_id, seqs)
-                else:
-                    return [None] * len(seqs)
+            touched = self.continue_with(user_id, appended, seqs)
+            if touched is None:
+                _, touched = self.refresh(user_id, seqs)
             return [touched.get(s) for s in seqs]
+
+    def continue_with(
+        self, user_id: str, appended: Appended, want_seqs: Sequence[int]
+    ) -> dict[int, Preference | Refinement | None] | None:
+        """Fold ``appended`` from memory when the user's state ends exactly where it began
+        (in log order, so the state is what a read of the log would make); ``None`` when
+        it does not (caller holds the user's lock)."""
+        memo = self.memo.get(user_id)
+        if memo is None or memo.generation != appended.generation or memo.end != appended.start:
+            return None
+        self.published.pop(user_id, None)
+        try:
+            touched = self.fold(memo, appended.events, want_seqs)
+        except BaseException:  # a half-folded state must not be reused
+            self.forget_user(user_id)
+            raise
+        memo.end = appended.end
+        return touched

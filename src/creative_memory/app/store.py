@@ -271,9 +271,9 @@ class MemoryStore:
         if not settings.memory_enabled:
             return RetrievalResult()
         project_id, types = parse_context(context)
-        with self._locked(user_id):
-            state, _ = self._refresh(user_id, write_back=True, settings=settings)
-            return retrieve_state(state, project_id, types, settings.disabled_projects)
+        return self._states_of(user_id, settings=settings).read(
+            user_id, lambda s: retrieve_state(s, project_id, types, settings.disabled_projects)
+        )
 
     def run_decay(self, user_id: str, now: str | datetime | None = None) -> DecayResult:
         """One decay pass at ``now`` (default: the clock). Stored only if it changes a record."""
@@ -307,9 +307,9 @@ class MemoryStore:
         check_option("status", status, STATUS_OPTIONS)
         if not self._storage.user_exists(user_id):
             return []
-        with self._locked(user_id):
-            state, _ = self._refresh(user_id, write_back=True)
-            return select_records(state, scope, polarity, min_strength, status)
+        return self._states_of(user_id).read(
+            user_id, lambda s: select_records(s, scope, polarity, min_strength, status)
+        )
 
     def set_memory_enabled(self, user_id: str, enabled: bool) -> None:
         """The soft kill switch: off means nothing is learned or injected; nothing is deleted."""
@@ -388,9 +388,9 @@ class MemoryStore:
         validate_user_id(user_id)
         if not self._storage.user_exists(user_id):
             return []
-        with self._locked(user_id):
-            state, _ = self._refresh(user_id)
-            return list(state.refinements)
+        return self._states_of(user_id).read(
+            user_id, lambda s: list(s.refinements), write_back=False
+        )
 
     # -- controls ----------------------------------------------------------------------------
     def forget(
@@ -533,9 +533,9 @@ class MemoryStore:
     def _all_records(self, user_id: str) -> list[Preference]:
         if not self._storage.user_exists(user_id):
             return []
-        with self._locked(user_id):
-            state, _ = self._refresh(user_id, write_back=True)
-            return [state.export_record(r) for r in state.all_records()]
+        return self._states_of(user_id).read(
+            user_id, lambda s: [s.export_record(r) for r in s.all_records()]
+        )
 
     def explain(
         self,

@@ -45,6 +45,12 @@ pending edit-saves and generations it erases (:meth:`CaptureLayer.purge`).
 Every call returns a :class:`CaptureReport` counting accepted / coalesced / rejected events
 with reasons (the shape of the daemon's ``POST /api/v1/events`` answer). Reasons are redacted
 too: an error message can echo user text.
+
+The layer's lock guards only its own bookkeeping (windows, sessions, thumbs); events are
+delivered to the store outside it, so concurrent calls append concurrently (and share
+fsyncs: docs/storage.md, "Group commit"). Deliveries about one user's artifact keep the
+order in which the bookkeeping decided them (a turn per ``(user, artifact)``), and an
+erasure also rewrites the deliveries still waiting and waits for those under way.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ from typing import Any, Literal
 
 from creative_memory.capture import adapter
 from creative_memory.capture.adapter import Handler, SignalSink
+from creative_memory.capture.delivery import Deliveries, Delivery, EditWindow, WindowKey
 from creative_memory.capture.redaction import RedactionPolicy
 from creative_memory.capture.report import CaptureReport, CaptureResult, Status, describe
 from creative_memory.capture.wire import check_wire_event, purge_event
@@ -96,14 +103,6 @@ class CaptureConfig:
 
 
 @dataclass
-class _EditWindow:
-    opened_ms: int
-    deadline_ms: int
-    order: int
-    events: list[dict[str, Any]]
-
-
-@dataclass
 class _Generation:
     event: dict[str, Any]  # redacted generation_started payload (fields of an abandon event)
 
@@ -135,12 +134,13 @@ class CaptureLayer:
         self.config = config or CaptureConfig()
         self.redaction = redaction or RedactionPolicy()
         self._handlers: Mapping[str, Handler] = handlers or adapter.HANDLERS
-        self._edits: dict[tuple[str, str | None, str | None], _EditWindow] = {}
+        self._edits: dict[tuple[str, str | None, str | None], EditWindow] = {}
         self._thumbs: dict[tuple[str, str | None], tuple[int, str]] = {}
         self._sessions: dict[tuple[str, str | None], _Session] = {}
         self._order = 0
         self._closed = False
         self._lock = threading.RLock()
+        self._out = Deliveries(self._lock, self._delivered)
         register = getattr(store, "add_erasure_listener", None)
         if register is not None:  # erasure reaches what is pending here (docs/capture.md)
             register(self)
@@ -153,43 +153,67 @@ class CaptureLayer:
     def submit_many(self, events: Iterable[Mapping[str, Any]], now: Instant) -> CaptureReport:
         """Apply the capture rules to each event in order, all at time ``now``."""
         now_ms = _to_ms(now)
+        report = CaptureReport()
         with self._lock:
             if self._closed:
                 raise RuntimeError("capture layer is closed")
-            report = self._flush_expired(now_ms)
-            for i, ev in enumerate(events):
+            self._flush_expired(now_ms)
+            plan = self._out.take()
+        self._out.run(plan, report, self._handle, self.redaction.redact_text)
+        for i, ev in enumerate(events):
+            with self._lock:
                 self._one(ev, i, now_ms, report)
-            return report
+                plan = self._out.take()
+            self._out.run(plan, report, self._handle, self.redaction.redact_text)
+        return report
 
     def tick(self, now: Instant) -> CaptureReport:
         """Deliver every coalescing window that has expired at ``now``."""
+        report = CaptureReport()
         with self._lock:
-            return self._flush_expired(_to_ms(now))
+            self._flush_expired(_to_ms(now))
+            plan = self._out.take()
+        self._out.run(plan, report, self._handle, self.redaction.redact_text)
+        return report
 
     def close(self) -> CaptureReport:
-        """Shutdown: deliver every pending coalesced event now, whatever its window."""
+        """Shutdown: deliver every pending coalesced event now, whatever its window, and
+        wait for the deliveries of other calls still under way."""
+        report = CaptureReport()
         with self._lock:
-            report = CaptureReport()
             for key in self._windows_in_order(None):
-                self._flush(key, report)
+                self._flush(key)
+            plan = self._out.take()
             self._closed = True
-            unregister = getattr(self.store, "remove_erasure_listener", None)
-            if unregister is not None:
-                unregister(self)
-            return report
+        self._out.run(plan, report, self._handle, self.redaction.redact_text)
+        with self._lock:
+            self._out.wait(None)
+        unregister = getattr(self.store, "remove_erasure_listener", None)
+        if unregister is not None:
+            unregister(self)
+        return report
 
     def purge(self, erasure: Erasure) -> int:
-        """Remove what ``erasure`` erases from the pending edit-saves and generations (the
-        store calls it before it rewrites the log); how many pending items changed."""
+        """Remove what ``erasure`` erases from the pending edit-saves and generations and
+        from the deliveries that took them and still wait for their turn, then wait for
+        the user's deliveries under way (the store calls it before it rewrites the log, so
+        none of them can land after the rewrite); how many pending items changed."""
         changed = 0
         with self._lock:
-            for key, window in list(self._edits.items()):
+            windows = list(self._edits.values())
+            for d in self._out.waiting_held(erasure.user_id):
+                if d.window is not None:
+                    windows.append(d.window[1])
+                if d.event is not None:
+                    new = purge_event(d.event, erasure)
+                    changed += new is not d.event
+                    d.event = new
+            for window in windows:
                 purged = [purge_event(ev, erasure) for ev in window.events]
                 changed += sum(n is not e for n, e in zip(purged, window.events, strict=True))
-                kept = [n for n in purged if n is not None]
-                if kept:
-                    window.events = kept
-                else:
+                window.events = [n for n in purged if n is not None]
+            for key, window in list(self._edits.items()):
+                if not window.events:
                     del self._edits[key]
             for session in self._sessions.values():
                 for art, gen in list(session.pending.items()):
@@ -202,6 +226,7 @@ class CaptureLayer:
             if erasure.everything:
                 for k in [k for k in self._thumbs if k[0] == erasure.user_id]:
                     del self._thumbs[k]
+            self._out.wait(erasure.user_id)
         return changed
 
     def __enter__(self) -> CaptureLayer:
@@ -237,20 +262,29 @@ class CaptureLayer:
                 self._generation_started(raw, index, now_ms, report)
             elif kind == "tab_activated":
                 self._tab_activated(raw)
-                report.results.append(CaptureResult(name, "accepted", None, artifact, index))
+                self._out.note(CaptureResult(name, "accepted", None, artifact, index))
             elif isinstance(kind, str) and kind in self._handlers:
-                status, reason = self._handler_event(kind, raw, now_ms, report)
-                report.results.append(CaptureResult(name, status, reason, artifact, index))
+                done = CaptureResult(name, "accepted", None, artifact, index)
+                result = self._handler_event(kind, raw, now_ms, report, done)
+                if result is not None:
+                    self._out.note(CaptureResult(name, result[0], result[1], artifact, index))
             else:
                 known = ", ".join([*self._handlers, *CAPTURE_ONLY_KINDS])
                 raise _Rejected(f"unknown event {_short(kind)}; known: {known}")
         except _Rejected as exc:
             reason = self.redaction.redact_text(exc.reason, report.redactions)
-            report.results.append(CaptureResult(name, "rejected", reason, artifact, index))
+            self._out.note(CaptureResult(name, "rejected", reason, artifact, index))
 
     def _handler_event(
-        self, kind: str, raw: Mapping[str, Any], now_ms: int, report: CaptureReport
-    ) -> tuple[Status, str | None]:
+        self,
+        kind: str,
+        raw: Mapping[str, Any],
+        now_ms: int,
+        report: CaptureReport,
+        done: CaptureResult,
+    ) -> tuple[Status, str | None] | None:
+        """Apply the rule of ``kind``: a result now, or ``None`` when the event is planned
+        for delivery (its result comes with the delivery)."""
         cfg = self.config
         trigger = raw.get("trigger")
         if kind == "generation_accepted":
@@ -272,17 +306,45 @@ class CaptureLayer:
                 return "coalesced", debounced
         clean = self.redaction.redact_event(raw, report.redactions)
         # keep the log in causal order: pending edits of the same artifacts go first
-        for art in _artifacts_of(kind, clean):
-            self._flush_artifact(art, report)
-        self._deliver(kind, clean)
-        self._settle(kind, clean)
-        return "accepted", None
+        arts = _artifacts_of(kind, clean)
+        for art in arts:
+            self._flush_artifact(art)
+        self._deliver(kind, clean, arts, done, "rejected", held=False, settle=True)
+        return None
 
-    def _deliver(self, kind: str, clean: Mapping[str, Any]) -> None:
-        try:
-            self._handlers[kind](self.store, clean, records=False)  # nothing reads them
-        except ValueError as exc:  # ValidationError and friends: the store wrote nothing
-            raise _Rejected(str(exc)) from exc
+    def _deliver(
+        self,
+        kind: str,
+        clean: dict[str, Any],
+        artifacts: list[str],
+        done: CaptureResult,
+        fail: Status,
+        *,
+        held: bool,
+        settle: bool = False,
+        window: tuple[WindowKey, EditWindow] | None = None,
+    ) -> None:
+        user = clean.get("user_id")
+        user_key = user if isinstance(user, str) else repr(user)
+        self._out.plan(
+            Delivery(kind, clean, user_key, done, fail, held, artifacts, window, settle)
+        )
+
+    def _handle(self, kind: str, event: Mapping[str, Any]) -> None:
+        self._handlers[kind](self.store, event, records=False)  # nothing reads the records
+
+    def _delivered(self, d: Delivery, stored: bool, restore: bool) -> None:
+        """After a delivery (under the lock): settle what a stored event settles; put the
+        edit window of an edit-save that a storage error kept out of the log back."""
+        if stored and d.settle and d.event is not None:
+            self._settle(d.kind, d.event)
+        if restore and not stored and d.window is not None and d.window[1].events:
+            key, window = d.window
+            pending = self._edits.get(key)
+            if pending is None:
+                self._edits[key] = window
+            else:  # a save opened a new window meanwhile: the older saves go first
+                pending.events[:0] = window.events
 
     # -- rules ---------------------------------------------------------------------------
     def _edit(
@@ -299,10 +361,10 @@ class CaptureLayer:
             n = len(window.events)
             return "coalesced", f"merged into the pending edit-save ({n} saves in this window)"
         if window is not None:  # expired but not yet flushed (no call since): deliver first
-            self._flush(key, report)
+            self._flush(key)
         self._order += 1
         deadline = now_ms + round(self.config.coalesce_window_s * 1000)
-        self._edits[key] = _EditWindow(now_ms, deadline, self._order, [clean])
+        self._edits[key] = EditWindow(now_ms, deadline, self._order, [clean])
         return "accepted", None
 
     def _debounce_thumbs(self, raw: Mapping[str, Any], now_ms: int) -> str | None:
@@ -347,28 +409,20 @@ class CaptureLayer:
             ev = dict(gen.event)
             ev["event"] = "generation_abandoned"
             ev["timestamp"] = clean["timestamp"]  # abandoned when the new generation started
-            self._flush_artifact(victim, report)
-            try:
-                self._deliver("generation_abandoned", ev)
-                report.results.append(
-                    CaptureResult(
-                        "generation_abandoned",
-                        "inferred",
-                        f"new generation {art} started while {victim} was unaccepted",
-                        victim,
-                    )
-                )
-            except _Rejected as exc:
-                reason = self.redaction.redact_text(exc.reason, report.redactions)
-                report.results.append(
-                    CaptureResult("generation_abandoned", "failed", reason, victim)
-                )
+            self._flush_artifact(victim)
+            done = CaptureResult(
+                "generation_abandoned",
+                "inferred",
+                f"new generation {art} started while {victim} was unaccepted",
+                victim,
+            )
+            self._deliver("generation_abandoned", ev, [victim], done, "failed", held=True)
         gen_event = {k: v for k, v in clean.items() if k != "event"}
         session.pending.pop(art, None)
         session.pending[art] = _Generation(gen_event)
         if active:
             session.active = art
-        report.results.append(CaptureResult("generation_started", "accepted", None, art, index))
+        self._out.note(CaptureResult("generation_started", "accepted", None, art, index))
 
     def _tab_activated(self, raw: Mapping[str, Any]) -> None:
         user = raw.get("user_id")
@@ -415,46 +469,33 @@ class CaptureLayer:
         due.sort(key=lambda t: (t[0], t[1]))
         return [key for _, _, key in due]
 
-    def _flush_expired(self, now_ms: int) -> CaptureReport:
-        report = CaptureReport()
+    def _flush_expired(self, now_ms: int) -> None:
         for key in self._windows_in_order(now_ms):
-            self._flush(key, report)
+            self._flush(key)
         window_ms = round(self.config.thumbs_debounce_s * 1000)
         stale = [k for k, (t, _) in self._thumbs.items() if now_ms - t >= window_ms]
         for k in stale:
             del self._thumbs[k]
-        return report
 
-    def _flush_artifact(self, artifact_id: str | None, report: CaptureReport) -> None:
+    def _flush_artifact(self, artifact_id: str | None) -> None:
         if artifact_id is None:
             return
         for key in self._windows_in_order(None):
             if key[1] == artifact_id:
-                self._flush(key, report)
+                self._flush(key)
 
-    def _flush(self, key: tuple[str, str | None, str | None], report: CaptureReport) -> None:
-        window = self._edits[key]
-        merged = _merge_edits(window.events)
-        try:
-            self._deliver("artifact_edited_and_saved", merged)
-        except _Rejected as exc:
-            del self._edits[key]
-            reason = self.redaction.redact_text(exc.reason, report.redactions)
-            report.results.append(
-                CaptureResult("artifact_edited_and_saved", "failed", reason, key[1])
-            )
-            return
-        # a storage error propagates and leaves the window pending for a retry
-        del self._edits[key]
+    def _flush(self, key: tuple[str, str | None, str | None]) -> None:
+        """Take the window out and plan its merged edit-save (a storage error puts the
+        window back for a retry; a refusal drops it, reported ``failed``)."""
+        window = self._edits.pop(key)
         n = len(window.events)
-        report.results.append(
-            CaptureResult(
-                "artifact_edited_and_saved",
-                "flushed",
-                f"{n} save(s) coalesced into one signal",
-                key[1],
-            )
+        done = CaptureResult(
+            "artifact_edited_and_saved", "flushed", f"{n} save(s) coalesced into one signal", key[1]
         )
+        merged = _merge_edits(window.events)
+        arts = [] if key[1] is None else [key[1]]
+        kind = "artifact_edited_and_saved"
+        self._deliver(kind, merged, arts, done, "failed", held=True, window=(key, window))
 
 
 # -- helpers -----------------------------------------------------------------------------

@@ -31,7 +31,6 @@ import msgspec
 
 from creative_memory.engine.errors import StorageError
 from creative_memory.engine.events import (
-    CHAIN_GENESIS,
     Event,
     decode_event,
     decode_event_lines,
@@ -41,6 +40,16 @@ from creative_memory.engine.events import (
 )
 from creative_memory.engine.settings import UserSettings
 from creative_memory.storage.base import Appended, LogSnapshot
+from creative_memory.storage.files.appending import (
+    LOG_FORMAT_VERSION as LOG_FORMAT_VERSION,
+)
+from creative_memory.storage.files.appending import (
+    CommitQueue,
+    LogHeader,
+    decode_header,
+    encoder,
+    prepare_tail,
+)
 from creative_memory.storage.files.cache import DEFAULT_CACHE_CAPACITY, FileDerivationCache
 from creative_memory.storage.files.fsutil import atomic_write as atomic_write
 from creative_memory.storage.files.fsutil import fsync_dir as fsync_dir
@@ -50,22 +59,10 @@ LOG_NAME = "events.jsonl"
 SETTINGS_NAME = "settings.json"
 SNAPSHOT_NAME = "snapshot.json"
 LOCK_NAME = ".lock"
-LOG_FORMAT_VERSION = 1
 READ_CHUNK = 1 << 20  # bytes of the log decoded at a time
 
 
-class LogHeader(msgspec.Struct, kw_only=True, tag_field="kind", tag="header"):
-    """First line of every log. ``generation`` changes on every rewrite; ``seq_floor`` is the
-    highest ``seq`` ever assigned when the log was last rewritten (so ``seq`` is never reused)."""
-
-    v: int = LOG_FORMAT_VERSION
-    generation: str
-    seq_floor: int = 0
-
-
-_header_decoder = msgspec.json.Decoder(LogHeader)
 _settings_decoder = msgspec.json.Decoder(UserSettings)
-_encoder = msgspec.json.Encoder()
 
 _thread_locks: dict[str, threading.Lock] = {}
 _thread_locks_guard = threading.Lock()
@@ -99,6 +96,13 @@ class FileStorage:
         # state at that point (last seq, last chain hash, generation) — reused while the
         # file is unchanged, so an append does not read the log back (docs/storage.md)
         self._tails: dict[str, tuple[tuple[int, int, int], int, str, str]] = {}
+        #: group commit (docs/storage.md): concurrent appends of one user share a write and
+        #: an fsync; False appends one call at a time (the benchmark's reference)
+        self.group_commit = True
+        self._queues: dict[str, CommitQueue] = {}
+        self._queues_guard = threading.Lock()
+        # per user: (inode, size before the write) while a group commit is in flight
+        self._inflight: dict[str, tuple[int, int]] = {}
 
     def describe(self) -> str:
         """The storage root, for messages."""
@@ -228,7 +232,7 @@ class FileStorage:
         nl = data.find(b"\n")
         if nl < 0:  # empty, or the header itself torn: no events
             return None
-        return path, data, self._decode_header(data[:nl], path)
+        return path, data, decode_header(data[:nl], path)
 
     def _open_with_header(self, path: Path) -> tuple[BinaryIO, bytes, LogHeader] | None:
         """Open the log positioned after its header line; ``None`` when there is no log
@@ -242,7 +246,7 @@ class FileStorage:
             f.close()
             return None
         try:
-            return f, first, self._decode_header(first[:-1], path)
+            return f, first, decode_header(first[:-1], path)
         except StorageError:
             f.close()
             raise
@@ -265,7 +269,7 @@ class FileStorage:
             return 0
         f, _, header = opened
         with f:
-            size = os.fstat(f.fileno()).st_size
+            size = self._durable_size(user_id, f.fileno())
             known = self._counts.get(user_id)
             if known is not None and known[0] == header.generation and known[1] <= size:
                 f.seek(known[1])
@@ -310,10 +314,12 @@ class FileStorage:
             f.seek(start)
             end = start
             carry = b""
-            while True:  # bounded chunks; a torn final line stays in `carry`, ignored
-                block = f.read(READ_CHUNK)
+            left = self._durable_size(user_id, f.fileno()) - start
+            while left > 0:  # bounded chunks; a torn final line stays in `carry`, ignored
+                block = f.read(min(READ_CHUNK, left))
                 if not block:
                     break
+                left -= len(block)
                 data = carry + block if carry else block
                 nl = data.rfind(b"\n")
                 if nl < 0:
@@ -341,8 +347,8 @@ class FileStorage:
         f, first, header = opened
         with f:
             header_end = len(first)
-            size = f.seek(0, os.SEEK_END)
             fd = f.fileno()
+            size = max(header_end, self._durable_size(user_id, fd))
             chunk = 1 << 16
             buf_start = max(header_end, size - chunk)
             buf = os.pread(fd, size - buf_start, buf_start)
@@ -381,22 +387,33 @@ class FileStorage:
             base=base,
         )
 
-    @staticmethod
-    def _decode_header(line: bytes, path: Path) -> LogHeader:
-        try:
-            return _header_decoder.decode(line)
-        except _DECODE_ERRORS as exc:
-            raise StorageError(f"{path}: bad log header ({exc})") from exc
-
     # -- writes ------------------------------------------------------------------------------
     def append(self, user_id: str, events: Sequence[Event]) -> list[Event]:
         """Durably append ``events``; returns them as stored."""
         return self.append_positioned(user_id, events).events
 
     def append_positioned(self, user_id: str, events: Sequence[Event]) -> Appended:
-        """Append under the lock with one write and an fsync; byte offsets as positions."""
+        """Append with one write and an fsync, shared with the appends of other threads
+        of this process that queue meanwhile (group commit); byte offsets as positions.
+
+        The calls queued for one user while a write is in flight form the next group: its
+        first caller (the leader) takes the lock, numbers and chains every queued batch in
+        queue order, writes them all with one ``write``, fsyncs once and hands each caller
+        its own :class:`Appended`. Nobody returns before the fsync; if the write or the
+        fsync fails, every call of the group fails (docs/storage.md, "Group commit")."""
         if not events:
             return Appended(events=[], generation=self.generation(user_id), start=0, end=0)
+        if not self.group_commit:
+            return self._commit(user_id, [events])[0]
+        with self._queues_guard:
+            queue = self._queues.get(user_id)
+            if queue is None:
+                queue = self._queues[user_id] = CommitQueue()
+        return queue.append(events, lambda batches: self._commit(user_id, batches))
+
+    def _commit(self, user_id: str, batches: Sequence[Sequence[Event]]) -> list[Appended]:
+        """Under the lock: number and chain ``batches`` in order after the log's tail, write
+        them with one ``write`` on an ``O_APPEND`` descriptor and fsync once."""
         with self.locked(user_id):
             path = self._log_path(user_id)
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
@@ -407,16 +424,27 @@ class FileStorage:
                     _, last_seq, prev_h, generation = tail
                     start = st.st_size
                 else:  # first append of this object, or another writer changed the log
-                    last_seq, prev_h, generation = self._prepare_tail(fd, path)
-                    start = os.fstat(fd).st_size
-                out = sequenced(events, last_seq, prev_h)
-                last_seq, prev_h = out[-1].seq, out[-1].h
-                data = b"".join([encode_event(ev) + b"\n" for ev in out])
-                payload = memoryview(data)
-                while payload:  # on failure the tail state stays dropped: re-read next time
-                    n = os.write(fd, payload)
-                    payload = payload[n:]
-                os.fsync(fd)
+                    last_seq, prev_h, generation = prepare_tail(fd, path)
+                    st = os.fstat(fd)
+                    start = st.st_size
+                outs: list[list[Event]] = []
+                pieces: list[bytes] = []
+                for events in batches:  # seqs and the chain continue in queue order
+                    out = sequenced(events, last_seq, prev_h)
+                    last_seq, prev_h = out[-1].seq, out[-1].h
+                    outs.append(out)
+                    pieces.append(b"".join([encode_event(ev) + b"\n" for ev in out]))
+                data = b"".join(pieces)
+                # readers of this object stop at `start` until the new bytes are durable
+                self._inflight[user_id] = (st.st_ino, start)
+                try:
+                    payload = memoryview(data)
+                    while payload:  # on failure the tail state stays dropped: re-read next time
+                        n = os.write(fd, payload)
+                        payload = payload[n:]
+                    os.fsync(fd)
+                finally:
+                    self._inflight.pop(user_id, None)
                 end = start + len(data)
                 after = os.fstat(fd)
                 if after.st_size == end:
@@ -429,54 +457,23 @@ class FileStorage:
                     )
             finally:
                 os.close(fd)
-            return Appended(events=out, generation=generation, start=start, end=end)
+        appended: list[Appended] = []
+        pos = start
+        for out, piece in zip(outs, pieces, strict=True):
+            appended.append(
+                Appended(events=out, generation=generation, start=pos, end=pos + len(piece))
+            )
+            pos += len(piece)
+        return appended
 
-    def _prepare_tail(self, fd: int, path: Path) -> tuple[int, str, str]:
-        """Under the lock: write a header into a new log and repair a torn tail. Returns the
-        highest ``seq`` assigned so far, the chain hash of the last event and the log's
-        generation."""
-        size = os.fstat(fd).st_size
-        if size == 0:
-            header = LogHeader(generation=secrets.token_hex(8))
-            os.write(fd, _encoder.encode(header) + b"\n")
-            os.fsync(fd)
-            fsync_dir(path.parent)
-            return 0, CHAIN_GENESIS, header.generation
-        chunk = 4096
-        pos = size
-        tail = b""
-        while True:  # read backwards until the last complete line is isolated
-            read_from = max(0, pos - chunk)
-            tail = os.pread(fd, pos - read_from, read_from) + tail
-            pos = read_from
-            if tail.count(b"\n") >= 2 or pos == 0:
-                break
-            chunk *= 2
-        if not tail.endswith(b"\n"):
-            # Torn final line (a crash mid-append): drop the incomplete bytes. A complete
-            # event always ends with a newline, so nothing acknowledged is lost.
-            keep = pos + tail.rfind(b"\n") + 1
-            os.ftruncate(fd, keep)
-            os.fsync(fd)
-            if keep == 0:  # even the header was torn
-                return self._prepare_tail(fd, path)
-            tail = tail[: keep - pos]
-        lines = tail[:-1].split(b"\n")
-        last = lines[-1]
-        if pos == 0 and len(lines) == 1:  # only the header
-            only = self._decode_header(last, path)
-            return only.seq_floor, CHAIN_GENESIS, only.generation
-        try:
-            ev = decode_event(last)
-        except _DECODE_ERRORS as exc:
-            raise StorageError(
-                f"{path}: last line is not a valid event; refusing to append"
-            ) from exc
-        # The header's floor covers erased events that were newer than every survivor.
-        first = os.pread(fd, 4096, 0)
-        header_line = first[: first.find(b"\n")] if b"\n" in first else first
-        header = self._decode_header(header_line, path)
-        return max(ev.seq, header.seq_floor), ev.h, header.generation
+    def _durable_size(self, user_id: str, fd: int) -> int:
+        """The log's size as a reader of this object may read it: without the bytes of a
+        group commit of this object still in flight (written, not yet fsynced)."""
+        st = os.fstat(fd)
+        inflight = self._inflight.get(user_id)
+        if inflight is not None and inflight[0] == st.st_ino and inflight[1] < st.st_size:
+            return inflight[1]
+        return st.st_size
 
     def generation(self, user_id: str) -> str:
         """The log's current generation ("" when there is no log)."""
@@ -486,7 +483,7 @@ class FileStorage:
                 first = f.readline()
         except FileNotFoundError:
             return ""
-        return self._decode_header(first[:-1], path).generation if first.endswith(b"\n") else ""
+        return decode_header(first[:-1], path).generation if first.endswith(b"\n") else ""
 
     def rewrite(self, user_id: str, keep: Callable[[Event], Event | None]) -> int:
         """Rewrite the log through ``keep`` (temp file and rename) and purge derived data."""
@@ -514,7 +511,7 @@ class FileStorage:
                 return 0
             lines = [encode_event(ev) for ev in rechain(survivors)]
             header = LogHeader(generation=secrets.token_hex(8), seq_floor=max_seq)
-            atomic_write(path, b"\n".join([_encoder.encode(header), *lines]) + b"\n")
+            atomic_write(path, b"\n".join([encoder.encode(header), *lines]) + b"\n")
             self._purge_derived(user_id)  # still under the lock: derived data may hold
             return changed  # erased content
 
@@ -536,7 +533,7 @@ class FileStorage:
             lines = [encode_event(ev) for ev in rechain(events)]
             floor = max([floor, *(e.seq for e in events)])
             header = LogHeader(generation=secrets.token_hex(8), seq_floor=floor)
-            atomic_write(path, b"\n".join([_encoder.encode(header), *lines]) + b"\n")
+            atomic_write(path, b"\n".join([encoder.encode(header), *lines]) + b"\n")
             self._purge_derived(user_id)
 
     def read_settings(self, user_id: str) -> UserSettings | None:
@@ -562,7 +559,7 @@ class FileStorage:
     def write_settings(self, user_id: str, settings: UserSettings) -> None:
         """Atomically replace the settings."""
         with self.locked(user_id):
-            atomic_write(self._settings_path(user_id), _encoder.encode(settings) + b"\n")
+            atomic_write(self._settings_path(user_id), encoder.encode(settings) + b"\n")
 
     def update_settings(
         self, user_id: str, change: Callable[[UserSettings], UserSettings]
@@ -570,7 +567,7 @@ class FileStorage:
         """Atomic read-modify-write of the settings under the lock."""
         with self.locked(user_id):
             new = change(self.read_settings(user_id) or UserSettings())
-            atomic_write(self._settings_path(user_id), _encoder.encode(new) + b"\n")
+            atomic_write(self._settings_path(user_id), encoder.encode(new) + b"\n")
             return new
 
 

@@ -1,0 +1,158 @@
+"""Appending to a file log (docs/storage.md): the header line, the tail a writer continues
+from (a torn final line repaired), and group commit — the appends of one user that queue
+while a write is in flight share the next write and its fsync.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import msgspec
+
+from creative_memory.engine.errors import StorageError
+from creative_memory.engine.events import CHAIN_GENESIS, Event, decode_event
+from creative_memory.storage.base import Appended
+from creative_memory.storage.files.fsutil import fsync_dir
+
+LOG_FORMAT_VERSION = 1
+
+_DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError)
+
+
+class LogHeader(msgspec.Struct, kw_only=True, tag_field="kind", tag="header"):
+    """First line of every log. ``generation`` changes on every rewrite; ``seq_floor`` is the
+    highest ``seq`` ever assigned when the log was last rewritten (so ``seq`` is never reused)."""
+
+    v: int = LOG_FORMAT_VERSION
+    generation: str
+    seq_floor: int = 0
+
+
+_header_decoder = msgspec.json.Decoder(LogHeader)
+#: The JSON encoder of the log's header (and the backend's other small documents).
+encoder = msgspec.json.Encoder()
+
+
+def decode_header(line: bytes, path: Path) -> LogHeader:
+    """The header of the log at ``path`` from its first line (a ``StorageError`` if bad)."""
+    try:
+        return _header_decoder.decode(line)
+    except _DECODE_ERRORS as exc:
+        raise StorageError(f"{path}: bad log header ({exc})") from exc
+
+
+def prepare_tail(fd: int, path: Path) -> tuple[int, str, str]:
+    """Under the lock: write a header into a new log and repair a torn tail. Returns the
+    highest ``seq`` assigned so far, the chain hash of the last event and the log's
+    generation."""
+    size = os.fstat(fd).st_size
+    if size == 0:
+        header = LogHeader(generation=secrets.token_hex(8))
+        os.write(fd, encoder.encode(header) + b"\n")
+        os.fsync(fd)
+        fsync_dir(path.parent)
+        return 0, CHAIN_GENESIS, header.generation
+    chunk = 4096
+    pos = size
+    tail = b""
+    while True:  # read backwards until the last complete line is isolated
+        read_from = max(0, pos - chunk)
+        tail = os.pread(fd, pos - read_from, read_from) + tail
+        pos = read_from
+        if tail.count(b"\n") >= 2 or pos == 0:
+            break
+        chunk *= 2
+    if not tail.endswith(b"\n"):
+        # Torn final line (a crash mid-append): drop the incomplete bytes. A complete
+        # event always ends with a newline, so nothing acknowledged is lost.
+        keep = pos + tail.rfind(b"\n") + 1
+        os.ftruncate(fd, keep)
+        os.fsync(fd)
+        if keep == 0:  # even the header was torn
+            return prepare_tail(fd, path)
+        tail = tail[: keep - pos]
+    lines = tail[:-1].split(b"\n")
+    last = lines[-1]
+    if pos == 0 and len(lines) == 1:  # only the header
+        only = decode_header(last, path)
+        return only.seq_floor, CHAIN_GENESIS, only.generation
+    try:
+        ev = decode_event(last)
+    except _DECODE_ERRORS as exc:
+        raise StorageError(f"{path}: last line is not a valid event; refusing to append") from exc
+    # The header's floor covers erased events that were newer than every survivor.
+    first = os.pread(fd, 4096, 0)
+    header_line = first[: first.find(b"\n")] if b"\n" in first else first
+    header = decode_header(header_line, path)
+    return max(ev.seq, header.seq_floor), ev.h, header.generation
+
+
+class _Batch:
+    """One call's events waiting in the queue, and its outcome."""
+
+    __slots__ = ("done", "error", "events", "result")
+
+    def __init__(self, events: Sequence[Event]) -> None:
+        self.events = events
+        self.done = False
+        self.result: Appended | None = None
+        self.error: BaseException | None = None
+
+    def outcome(self) -> Appended:
+        """The stored events and their place, or the group's failure raised."""
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+
+Commit = Callable[[Sequence[Sequence[Event]]], list[Appended]]
+
+
+class CommitQueue:
+    """One user's group-commit queue in this process (docs/storage.md, "Group commit")."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._pending: list[_Batch] = []
+        self._leading = False
+
+    def pending(self) -> int:
+        """How many calls wait for the next group."""
+        with self._cond:
+            return len(self._pending)
+
+    def append(self, events: Sequence[Event], commit: Commit) -> Appended:
+        """Queue ``events``; the first caller to find no write in flight leads: it takes
+        every batch queued so far, in order, and ``commit`` writes them all (one write,
+        one fsync) and answers each. Followers wait for their answer — or for their turn
+        to lead the next group. If ``commit`` fails, every call of that group fails with
+        its error; nothing of the group is acknowledged."""
+        mine = _Batch(events)
+        with self._cond:
+            self._pending.append(mine)
+            while self._leading and not mine.done:
+                self._cond.wait()
+            if mine.done:  # a leader wrote it
+                return mine.outcome()
+            self._leading = True
+            group, self._pending = self._pending, []
+        error: BaseException | None = None
+        results: list[Appended] = []
+        try:
+            results = commit([b.events for b in group])
+        except BaseException as exc:  # every call of the group fails with it
+            error = exc
+        with self._cond:
+            for i, b in enumerate(group):
+                if error is None:
+                    b.result = results[i]
+                b.error = error
+                b.done = True
+            self._leading = False
+            self._cond.notify_all()
+        return mine.outcome()
