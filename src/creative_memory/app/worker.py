@@ -7,7 +7,10 @@ optimisation only: every read still brings the state up to date itself (lazily, 
 same locks), so a read that finds the worker behind derives what is missing and gets the
 same bytes (docs/performance.md, "Daemon").
 
-One thread. Notifications are coalesced per user: a user waits in the queue at most once,
+After deriving it computes the retrievals a host asks for next — global memory and each
+project's (at most :data:`WARM_PROJECTS`), which the state memoises — so the first read
+after a batch finds its answer ready, not only the records. One thread. Notifications are
+coalesced per user: a user waits in the queue at most once,
 however many batches arrive before the worker gets to them, and the worker lets a burst
 settle for ``coalesce_ms`` before deriving. It holds user ids and counters only — never an
 event or a pattern — and as an erasure listener it drops a user's queued derivation before
@@ -29,6 +32,9 @@ from creative_memory.engine.timeutil import format_ts
 
 #: How long a burst of batches for one user is left to settle before it is derived.
 DEFAULT_COALESCE_MS: Final = 5.0
+
+#: At most this many projects' retrievals are computed ahead of the first read.
+WARM_PROJECTS: Final = 16
 
 ErrorReport = Callable[[str, BaseException], None]
 
@@ -238,6 +244,16 @@ class DerivationWorker:
             return
         with store._locked(user_id):
             store._refresh(user_id, write_back=True)
+            # a refresh that finds nothing new publishes the state for lock-free reads
+            # (app/derived.py): so the first read after this one finds it published
+            state, _ = store._refresh(user_id)
+            projects = sorted(state.projects)[:WARM_PROJECTS]
+        # the retrievals a host asks for next (global memory and each project), memoised
+        # on the state: the first read finds its answer computed
+        for project_id in (None, *projects):
+            store.retrieve_for_injection(
+                user_id, None if project_id is None else {"project_id": project_id}
+            )
 
     def _abandon(self) -> None:
         for user_id in self._queue:
