@@ -150,7 +150,7 @@ def big_model() -> Any:
     """A version-3 state whose global bucket is solved by conjugate gradients."""
     state = new_state("3")
     state.fold(history(1_500, 110, 5, extras=False))
-    model = state.models[None]
+    model = state.models[None]  # type: ignore[attr-defined]
     assert isinstance(model, ModelV3)
     op = model.solve().operator  # type: ignore[attr-defined]
     assert op.n > DENSE_MAX
@@ -235,9 +235,9 @@ def test_bucket_patch_builds_the_indexes_replace_builds(seed: int) -> None:
     assert indexes(patched) == indexes(rebuilt)
 
 
-@pytest.mark.parametrize("version", ["3", "4"])
-def test_incremental_records_and_indexes_are_a_cold_derivation(version: str) -> None:
-    events = history(1_400, 110, 6, extras=False)
+@pytest.mark.parametrize(("version", "extras"), [("3", False), ("4", False), ("3", True)])
+def test_incremental_records_and_indexes_are_a_cold_derivation(version: str, extras: bool) -> None:
+    events = history(1_400, 110, 6, extras=extras)
     rng = random.Random(6)
     base, later = events[:1_200], events[1_200:]
     state = new_state(version)

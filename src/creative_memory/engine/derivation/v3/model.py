@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from creative_memory.engine.derivation.v2.features import Feature, FeatureKey
 from creative_memory.engine.derivation.v2.model import Fit, Model, by_reinforcement, class_sums
 from creative_memory.engine.derivation.v3.operator import (
     CG_TOLERANCE,
@@ -85,6 +86,50 @@ class ModelV3(Model):
     """Version 2's statistics, fitted with the sparse operator and conjugate gradients."""
 
     _layout_cache: tuple[int, tuple[Any, ...]] | None = None
+
+    def __init__(self, table: Any) -> None:
+        super().__init__(table)
+        # the features whose bookkeeping a fold may have changed since feature_info last ran
+        # (every fold hook reaches a feature through feature(); a decay pass marks all)
+        self._touched: set[FeatureKey] = set()
+        self._info: tuple[int, dict[FeatureKey, int], Any] | None = None
+
+    def feature(self, key: FeatureKey) -> Feature:
+        """Version 2's feature lookup, noting that the fold is about to change ``key``."""
+        self._touched.add(key)
+        return super().feature(key)
+
+    def touch_all(self) -> None:
+        """Note that every feature may have changed (a decay pass)."""
+        self._info = None
+
+    def feature_info(self, keys: list[FeatureKey]) -> Any:
+        """Per feature of ``keys`` (the canonical layout's), as int64 columns: support for,
+        support against, decay steps, archived, events, ``decay_at_ms`` — read again only
+        for the features changed since the last call (a copy: the caller may keep it)."""
+        import numpy as np
+
+        cached = self._info
+        if cached is not None and cached[0] == len(keys) == len(self.features):
+            _, index, info = cached
+            for key in self._touched:
+                f = self.features[key]
+                info[index[key]] = (
+                    f.support[0], f.support[1], f.decay_steps, f.archived, f.events, f.decay_at_ms
+                )  # fmt: skip
+        else:
+            features = self.features
+            rows = []
+            for k in keys:
+                f = features[k]
+                rows.append(
+                    (f.support[0], f.support[1], f.decay_steps, f.archived, f.events, f.decay_at_ms)
+                )
+            info = np.array(rows, dtype=np.int64).reshape(-1, 6)
+            index = {k: i for i, k in enumerate(keys)}
+            self._info = (len(keys), index, info)
+        self._touched.clear()
+        return info.copy()
     # (features, per-class coordinates for class_arrays, the operators' shared structure)
     _kept_cache: tuple[int, dict[str, Any], dict[str, Any]] | None = None
 

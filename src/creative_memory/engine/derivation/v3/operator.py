@@ -51,6 +51,16 @@ def class_arrays(
     return out
 
 
+def _column_dots() -> Callable[..., Any]:
+    """``numpy.einsum`` itself, without its Python wrapper where numpy exposes it (the same
+    C function: the same sums; the wrapper only forwards to it when ``optimize`` is off)."""
+    import numpy as np
+
+    core = getattr(np, "_core", None)
+    c_einsum = getattr(getattr(core, "multiarray", None), "c_einsum", None)
+    return c_einsum if callable(c_einsum) else np.einsum
+
+
 class Operator:
     """``M = E A Eᵀ + Λ`` of one bucket, applied without forming it (numpy arrays).
 
@@ -208,14 +218,13 @@ class Operator:
         s_inv = lower_inv.T @ lower_inv.copy()
         n0 = self.n0
         f_inv = f_inv[:, None]  # the residuals are n × k (see _conjugate_gradients)
+        concatenate = np.concatenate
 
         def apply(r: Any) -> Any:
-            rf = r[1:n0]  # the features (positions 1 … n0-1: see _border)
+            # the border is position 0 and positions n0 … n-1, the features 1 … n0-1
+            rf = r[1:n0]
             y_b = s_inv @ (r[at] - m_fb.T @ (f_inv * rf))
-            out = np.empty_like(r)
-            out[at] = y_b
-            out[1:n0] = f_inv * (rf - m_fb @ y_b)
-            return out
+            return concatenate((y_b[:1], f_inv * (rf - m_fb @ y_b), y_b[1:]))
 
         return apply
 
@@ -238,19 +247,26 @@ class Operator:
         import numpy as np
 
         n0, k = self.n0, v.shape[1]
-        cols = np.arange(k)
+        has = self.has
         u = v[:n0].copy()
-        if len(self.has):
-            u[self.has] += v[self.ftype[self.has]]
-        at = (self.rows[:, None] * k + cols[None, :]).ravel()
+        if len(has):
+            u[has] += v[self._level_of]
+        # each entry × column's bin, and each feature × column's level bin: the same for
+        # every block of k columns over these coordinates (kept with the structure)
+        bins = self.structure.get(f"block{k}")
+        if bins is None or bins[0] != len(self.rows):
+            cols = np.arange(k)
+            at = (self.rows[:, None] * k + cols[None, :]).ravel()
+            t = (self._level_bin[:, None] * k + cols[None, :]).ravel()
+            bins = self.structure[f"block{k}"] = (len(self.rows), at, t)
+        _, at, t = bins
         w = np.bincount(at, weights=(self.vals[:, None] * u[self.cols]).ravel(), minlength=n0 * k)
         w = w.reshape(n0, k)
         out = np.zeros((self.n, k))
         out[:n0] = w
-        if self.n > n0 and len(self.has):
-            t = ((self.ftype[self.has] - n0)[:, None] * k + cols[None, :]).ravel()
+        if self.n > n0 and len(has):
             out[n0:] = np.bincount(
-                t, weights=w[self.has].ravel(), minlength=(self.n - n0) * k
+                t, weights=w[has].ravel(), minlength=(self.n - n0) * k
             ).reshape(self.n - n0, k)
         return out
 
@@ -299,19 +315,35 @@ class Operator:
         import numpy as np
 
         precondition = self._preconditioner()
-        gram1 = self.gram
+        dot = _column_dots()
+        bincount, concatenate = np.bincount, np.concatenate
+        n0, has, level_of, level_bin = self.n0, self.has, self._level_of, self._level_bin
+        rows, cols, vals, levels = self.rows, self.cols, self.vals, self.n - self.n0
         prior = self.prior[:, None]
+        with_levels = levels > 0 and len(has) > 0
+
+        def apply(v: Any) -> Any:  # self.apply for one column: gram(v[:, 0]) + Λ v
+            u = v[:n0, 0].copy()
+            if len(has):
+                u[has] += v[level_of, 0]
+            w = bincount(rows, weights=vals * u[cols], minlength=n0)
+            if with_levels:
+                w = concatenate((w, bincount(level_bin, weights=w[has], minlength=levels)))
+            elif levels:
+                w = concatenate((w, np.zeros(levels)))
+            return w[:, None] + prior * v
+
         x = np.zeros(b.shape) if x0 is None else x0.copy()
         r = b.copy() if x0 is None else b - self.apply(x)
-        limit = (tolerance * tolerance * np.einsum("ij,ij->j", b, b))[0]
+        limit = (tolerance * tolerance * dot("ij,ij->j", b, b))[0]
         z = precondition(r)
         p = z.copy()
-        rz = np.einsum("ij,ij->j", r, z)[0]
+        rz = dot("ij,ij->j", r, z)[0]
         for _ in range(CG_MAX_STEPS):
-            if not np.einsum("ij,ij->j", r, r)[0] > limit:
+            if not dot("ij,ij->j", r, r)[0] > limit:
                 break
-            q = gram1(p[:, 0])[:, None] + prior * p  # self.apply(p)
-            pq = np.einsum("ij,ij->j", p, q)[0]
+            q = apply(p)
+            pq = dot("ij,ij->j", p, q)[0]
             if not pq > 0.0:
                 # the masked steps would move nothing from here on but the sign of a zero
                 # (x + 0·p), the same at every later step: take that step once and stop
@@ -321,7 +353,7 @@ class Operator:
             x += alpha * p
             r -= alpha * q
             z_new = precondition(r)
-            rz_new = np.einsum("ij,ij->j", r, z_new)[0]
+            rz_new = dot("ij,ij->j", r, z_new)[0]
             p = z_new + (rz_new / rz) * p
             rz = rz_new
         return x

@@ -18,7 +18,7 @@ from creative_memory.engine.derivation.v2.model import Model
 from creative_memory.engine.derivation.v2.state import QUIET, DerivedStateV2
 from creative_memory.engine.derivation.v3.model import FitV3, ModelV3
 from creative_memory.engine.ids import bucket_of_scope, scope_of
-from creative_memory.engine.models import Preference
+from creative_memory.engine.models import DecayResult, Preference
 
 
 class DerivedStateV3(DerivedStateV2):
@@ -77,15 +77,9 @@ class DerivedStateV3(DerivedStateV2):
         contest = table.contest_min
         factor = table.decay_factor
         keys = fit.keys
-        feats = [model.features[k] for k in keys]
         # per feature: support for / against, decay steps, archived, events, decay_at_ms
-        info = np.array(
-            [
-                (f.support[0], f.support[1], f.decay_steps, f.archived, f.events, f.decay_at_ms)
-                for f in feats
-            ],
-            dtype=np.int64,
-        ).reshape(-1, 6)
+        assert isinstance(model, ModelV3)
+        info = model.feature_info(keys)
         positive = np.where(beta != 0.0, beta > 0.0, info[:, 0] >= info[:, 1])
         sd = np.sqrt(np.maximum(var, 0.0))
         z = np.where(positive, z_pos, z_neg)
@@ -129,13 +123,15 @@ class DerivedStateV3(DerivedStateV2):
             todo = np.flatnonzero(changed).tolist()
         else:
             index = {k: i for i, k in enumerate(keys)}
-            out = [QUIET] * len(feats)
-            todo = list(range(len(feats)))
+            out = [QUIET] * len(keys)
+            todo = list(range(len(keys)))
         scope = scope_of(bucket_id)
         names = ("stable", "under_review", "archived")
         made: list[Preference] = []
+        features = model.features
         for i in todo:
-            key, f = keys[i], feats[i]
+            key = keys[i]
+            f = features[key]
             s_i = float(strength[i])
             polarity = "positive" if positive[i] else "negative"
             status_i = names[int(status[i])]
@@ -145,6 +141,16 @@ class DerivedStateV3(DerivedStateV2):
         if prev is not None:
             self._delta[bucket_id] = (out, p_recs, replaced, made)
         return out
+
+    def decay(self, now_ms: int, *, apply: bool) -> DecayResult:
+        """Version 2's decay pass; a pass that changes features marks them all changed for
+        the records' bookkeeping (:meth:`~.model.ModelV3.feature_info`)."""
+        result = super().decay(now_ms, apply=apply)
+        if apply:
+            for model in self.models.values():
+                if isinstance(model, ModelV3):
+                    model.touch_all()
+        return result
 
     def evidence_for(self, record: Preference) -> dict[str, Any]:
         """Version 2's evidence, with the exact uncertainty of this feature."""
