@@ -279,7 +279,9 @@ def start_daemon(
     if version:
         cmd += ["--derivation-version", version]
     cmd += ["--data-dir", str(data_dir), "--port", "0", "--alarm-ms", str(args.alarm_ms)]
-    cmd += ["--log-level", "warning", "--derivation", args.derivation]
+    cmd += ["--log-level", "warning"]
+    if args.derivation != "lazy":  # the default (and a daemon older than the flag)
+        cmd += ["--derivation", args.derivation]
     log = log_path.open("wb")
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, env=env)
     files = DaemonFiles(data_dir)
