@@ -9,6 +9,7 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator, Sequence
+from typing import Final
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -31,6 +32,9 @@ from creative_memory.http.problems import HANDLED, on_error
 from creative_memory.http.routes import OPERATIONS, Operation
 from creative_memory.http.routes.common import Endpoint
 from creative_memory.http.state import Daemon
+
+#: The paths hosts call on every generation and every feedback event, matched first.
+HOT_PATHS: Final = ("/api/v1/prompt", "/api/v1/events")
 
 
 class DaemonApp:
@@ -91,7 +95,10 @@ def _routes(ops: Sequence[Operation]) -> list[Route]:
     for op in ops:
         by_path.setdefault(op.route_path or op.path, {})[op.method] = op.endpoint
     routes = []
-    for path, endpoints in by_path.items():
+    # Starlette tries routes in order: the hot paths first (no other route overlaps them)
+    hot = sorted(by_path, key=lambda p: p not in HOT_PATHS)
+    for path in hot:
+        endpoints = by_path[path]
         if "GET" in endpoints:
             endpoints["HEAD"] = endpoints["GET"]
 

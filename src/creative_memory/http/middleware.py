@@ -7,25 +7,27 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Collection
+from typing import Final
 
-from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from creative_memory.http.jsonlog import log_event, route_template
+from creative_memory.http.jsonlog import log, log_event, route_template
 from creative_memory.http.problems import Problem, internal_error, invalid, too_large
 
-_SECURITY_HEADERS = (
-    ("X-Content-Type-Options", "nosniff"),
-    ("Referrer-Policy", "no-referrer"),
-    ("X-Frame-Options", "DENY"),
-    ("Cache-Control", "no-store"),
+_SECURITY_HEADERS: Final = (
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+    (b"cache-control", b"no-store"),
 )
+_SECURITY_NAMES: Final = frozenset(name for name, _ in _SECURITY_HEADERS)
 
 
 def header(scope: Scope, name: bytes) -> str | None:
-    """The first value of request header ``name`` (lower case bytes), else ``None``."""
-    for key, value in scope.get("headers", []):
-        if key.lower() == name:
+    """The first value of request header ``name`` (lower case bytes), else ``None``. ASGI
+    servers send header names in lower case; any other case is matched too."""
+    for key, value in scope.get("headers", ()):
+        if key == name or key.lower() == name:
             return str(value.decode("latin-1"))
     return None
 
@@ -83,15 +85,17 @@ class RequestLog:
             await self.app(scope, receive, logging_send)
         finally:
             path = route_template(scope)
-            log_event(
-                logging.DEBUG if path == "/healthz" else logging.INFO,
-                "http_request",
-                method=scope.get("method"),
-                path=path,
-                status=status or 500,
-                duration_ms=round((time.perf_counter() - start) * 1000, 2),
-                user=scope.get("cm_user"),
-            )
+            level = logging.DEBUG if path == "/healthz" else logging.INFO
+            if log.isEnabledFor(level):  # the line is built only when it is written
+                log_event(
+                    level,
+                    "http_request",
+                    method=scope.get("method"),
+                    path=path,
+                    status=status or 500,
+                    duration_ms=round((time.perf_counter() - start) * 1000, 2),
+                    user=scope.get("cm_user"),
+                )
 
 
 class SecurityHeaders:
@@ -108,9 +112,9 @@ class SecurityHeaders:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = MutableHeaders(scope=message)
-                for name, value in _SECURITY_HEADERS:
-                    headers.setdefault(name, value)
+                headers = message["headers"] = list(message.get("headers", ()))
+                given = {k.lower() for k, _ in headers if k.lower() in _SECURITY_NAMES}
+                headers.extend(h for h in _SECURITY_HEADERS if h[0] not in given)
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
