@@ -11,6 +11,9 @@ request bytes built once):
 2. **retrieve** — every client GETs the generation block for a project;
 3. **mixed** — half the clients ingest while the other half retrieve.
 
+Between 1 and 2 it times the first read of each project's block on its own: the derivation
+of what phase 1 appended (lazy, unless ``--derivation background`` did it already).
+
 It prints requests/s with p50/p99 (ms) per phase, the CPU seconds the client processes and
 the daemon used in the phase (so a client-bound run shows), counts errors (any non-2xx, a
 transport error, or an event the capture layer did not accept) and, after a graceful
@@ -338,6 +341,20 @@ def run_version(version: str | None, args: argparse.Namespace, base: Path) -> di
         acknowledged += out.acknowledged
         errors += out.errors
 
+        # the first read after the ingest phase derives what it appended (lazily, unless
+        # --derivation background did already): timed on its own, then one per project
+        conn = Conn(port)
+        firsts = []
+        for project in dict.fromkeys(PROJECTS):
+            path = "/api/v1/prompt" + (f"?project_id={project}" if project else "")
+            t0 = time.perf_counter()
+            status, body = conn.roundtrip(http_request(port, token, "GET", path))
+            firsts.append(round((time.perf_counter() - t0) * 1000, 2))
+            if status != 200:
+                errors.append(f"first read HTTP {status}: {body[:200]!r}")
+        conn.close()
+        results["first_reads_ms"] = firsts
+
         jobs = [Job("retrieve", c, 0, args.retrieve) for c in range(n)]
         out, secs, scpu = run_phase(port, token, jobs, k, args.max_seconds, proc.pid)
         results["retrieve"] = phase_result(out, "retrieve", secs, scpu)
@@ -407,12 +424,15 @@ def print_version(r: dict[str, Any], args: argparse.Namespace) -> None:
         f"derivation version {r['version']}, --derivation {args.derivation}: {args.clients} "
         f"clients in {args.processes} processes, 127.0.0.1"
     )
+    firsts = ", ".join(f"{ms:.2f}" for ms in r["first_reads_ms"])
     for name, p in (("ingest", i), ("retrieve", q)):
         print(
             f"  {name:9} {p['requests']:6d} requests in {p['seconds']:6.2f} s  "
             f"{p['requests_per_s']:8.1f} req/s  p50 {p['p50_ms']:6.2f} ms  "
             f"p99 {p['p99_ms']:6.2f} ms" + cpu(p)
         )
+        if name == "ingest":
+            print(f"  first reads after it (global, then each project): {firsts} ms")
     print(
         f"  mixed     ingest {m['ingest_requests_per_s']:.1f} req/s while retrieving: "
         f"p50 {m['retrieve_p50_ms']:.2f} ms  p99 {m['retrieve_p99_ms']:.2f} ms" + cpu(m)

@@ -31,7 +31,7 @@ from creative_memory.engine.erasure import Erasure
 from creative_memory.engine.timeutil import format_ts
 
 #: How long a burst of batches for one user is left to settle before it is derived.
-DEFAULT_COALESCE_MS: Final = 5.0
+DEFAULT_COALESCE_MS: Final = 20.0
 
 #: At most this many projects' retrievals are computed ahead of the first read.
 WARM_PROJECTS: Final = 16
