@@ -27,10 +27,16 @@ def build_prompt_block(retrieved: RetrievalResult, project_id: str | None = None
         return ""
     lines = ["[MEMORY CONTEXT]"]
     esc = escape_line
-    hp = [esc(r.pattern) for r in retrieved.positives if r.confidence == "high"]
-    mp = [esc(r.pattern) for r in retrieved.positives if r.confidence == "medium"]
-    hn = [esc(r.pattern) for r in retrieved.negatives if r.confidence == "high"]
-    mn = [esc(r.pattern) for r in retrieved.negatives if r.confidence == "medium"]
+    hp: list[str] = []
+    mp: list[str] = []
+    hn: list[str] = []
+    mn: list[str] = []
+    for records, high, medium in ((retrieved.positives, hp, mp), (retrieved.negatives, hn, mn)):
+        for r in records:  # one pass: each list keeps the records' order
+            if r.confidence == "high":
+                high.append(esc(r.pattern))
+            elif r.confidence == "medium":
+                medium.append(esc(r.pattern))
     if hp:
         lines.append("Prefer (high):    " + _SEP.join(hp))
     if mp:

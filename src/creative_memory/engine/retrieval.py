@@ -11,6 +11,8 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from creative_memory.engine.constants import (
     CHARS_PER_TOKEN,
     HEADER_TOKEN_OVERHEAD,
@@ -329,31 +331,67 @@ def retrieve_state(
     types = None if preference_types is None else list(preference_types)
     ignored = frozenset(ignore_global_for)
 
-    def compute() -> RetrievalResult:
+    def compute() -> tuple[RetrievalResult, bytes | None]:
         projects = {pid: b.records for pid, b in state.projects.items()}
         result = retrieve(
             state.global_records, projects, project_id, types, ignore_global_for=ignored
         )
         ex = state.export_record
-        return RetrievalResult(
+        exported = RetrievalResult(
             positives=[ex(r) for r in result.positives],
             negatives=[ex(r) for r in result.negatives],
             project_overrides=[ex(r) for r in result.project_overrides],
             diagnostics=result.diagnostics,
         )
+        return exported, _packed(result.diagnostics)
 
-    return copy_result(state.memoised(key, compute))
+    return copy_result(*state.memoised(key, compute))
 
 
-def copy_result(result: RetrievalResult) -> RetrievalResult:
+def copy_result(result: RetrievalResult, packed: bytes | None = None) -> RetrievalResult:
     """An independent copy of ``result``: its records copied, its diagnostics (JSON-like
-    dicts and lists) copied all the way down."""
+    dicts and lists) copied all the way down — decoded from ``packed`` when given (the
+    diagnostics as :func:`_packed` encoded them: the same values, the same types)."""
+    diagnostics = (
+        [_copy_json(d) for d in result.diagnostics]
+        if packed is None
+        else _unpack_diagnostics(packed)
+    )
     return RetrievalResult(
         positives=[r.copy() for r in result.positives],
         negatives=[r.copy() for r in result.negatives],
         project_overrides=[r.copy() for r in result.project_overrides],
-        diagnostics=[_copy_json(d) for d in result.diagnostics],
+        diagnostics=diagnostics,
     )
+
+
+_pack = msgspec.msgpack.Encoder().encode
+_unpack_diagnostics = msgspec.msgpack.Decoder(list[dict[str, Any]]).decode
+
+
+def _packed(diagnostics: list[Diagnostic]) -> bytes | None:
+    """``diagnostics`` as MessagePack when decoding gives them back exactly (the same
+    values of the same types, in the same order), else ``None``."""
+    if not diagnostics:
+        return None
+    try:
+        packed = _pack(diagnostics)
+        back = _unpack_diagnostics(packed)
+    except (TypeError, ValueError, msgspec.MsgspecError):
+        return None
+    return packed if _same_json(back, diagnostics) else None
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same_json(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float):
+        return repr(a) == repr(b)
+    return bool(a == b)
 
 
 def _copy_json(value: Any) -> Any:
