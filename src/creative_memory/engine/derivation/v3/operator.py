@@ -142,10 +142,11 @@ class Operator:
         import numpy as np
 
         if self._off is None:
-            self._off = self._off_diagonal()
-        rows, cols, vals = self._off
+            rows, cols, vals = self._off_diagonal()
+            self._off = (rows, cols, vals * vals)  # the squares: the same at every step
+        rows, cols, squares = self._off
         m = self.gram_diag + self.prior
-        second = np.bincount(rows, weights=vals * vals / m[cols], minlength=self.n)
+        second = np.bincount(rows, weights=squares / m[cols], minlength=self.n)
         return 1.0 / m + second / (m * m)
 
     def _off_diagonal(self) -> tuple[Any, Any, Any]:
