@@ -7,11 +7,10 @@ The store applies stage 1 (the gate: no data or memory disabled) before calling
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
-
-import msgspec
 
 from creative_memory.engine.constants import (
     CHARS_PER_TOKEN,
@@ -331,72 +330,41 @@ def retrieve_state(
     types = None if preference_types is None else list(preference_types)
     ignored = frozenset(ignore_global_for)
 
-    def compute() -> tuple[RetrievalResult, bytes | None]:
+    def compute() -> RetrievalResult:
         projects = {pid: b.records for pid, b in state.projects.items()}
         result = retrieve(
             state.global_records, projects, project_id, types, ignore_global_for=ignored
         )
         ex = state.export_record
-        exported = RetrievalResult(
+        return RetrievalResult(
             positives=[ex(r) for r in result.positives],
             negatives=[ex(r) for r in result.negatives],
             project_overrides=[ex(r) for r in result.project_overrides],
             diagnostics=result.diagnostics,
         )
-        return exported, _packed(result.diagnostics)
 
-    return copy_result(*state.memoised(key, compute))
+    return copy_result(state.memoised(key, compute))
 
 
-def copy_result(result: RetrievalResult, packed: bytes | None = None) -> RetrievalResult:
+def copy_result(result: RetrievalResult) -> RetrievalResult:
     """An independent copy of ``result``: its records copied, its diagnostics (JSON-like
-    dicts and lists) copied all the way down — decoded from ``packed`` when given (the
-    diagnostics as :func:`_packed` encoded them: the same values, the same types)."""
-    diagnostics = (
-        [_copy_json(d) for d in result.diagnostics]
-        if packed is None
-        else _unpack_diagnostics(packed)
-    )
+    dicts and lists) copied all the way down."""
     return RetrievalResult(
         positives=[r.copy() for r in result.positives],
         negatives=[r.copy() for r in result.negatives],
         project_overrides=[r.copy() for r in result.project_overrides],
-        diagnostics=diagnostics,
+        diagnostics=[_copy_json(d) for d in result.diagnostics],
     )
 
 
-_pack = msgspec.msgpack.Encoder().encode
-_unpack_diagnostics = msgspec.msgpack.Decoder(list[dict[str, Any]]).decode
-
-
-def _packed(diagnostics: list[Diagnostic]) -> bytes | None:
-    """``diagnostics`` as MessagePack when decoding gives them back exactly (the same
-    values of the same types, in the same order), else ``None``."""
-    if not diagnostics:
-        return None
-    try:
-        packed = _pack(diagnostics)
-        back = _unpack_diagnostics(packed)
-    except (TypeError, ValueError, msgspec.MsgspecError):
-        return None
-    return packed if _same_json(back, diagnostics) else None
-
-
-def _same_json(a: Any, b: Any) -> bool:
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(_same_json(a[k], b[k]) for k in a)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, float):
-        return repr(a) == repr(b)
-    return bool(a == b)
+#: Values a diagnostic holds that are never changed in place (no need to copy them).
+_ATOMS = frozenset({str, int, float, bool, type(None)})
 
 
 def _copy_json(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _copy_json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy_json(v) for v in value]
-    return value
+    atoms = _ATOMS
+    if type(value) is dict:
+        return {k: v if type(v) in atoms else _copy_json(v) for k, v in value.items()}
+    if type(value) is list:
+        return [v if type(v) in atoms else _copy_json(v) for v in value]
+    return copy.deepcopy(value)
