@@ -60,11 +60,22 @@ def signal(user: str, i: int) -> dict[str, Any]:
     }
 
 
+def warm_up(store: MemoryStore, users: list[str]) -> None:
+    """Connect, migrate, create the users and open as many connections as there are
+    writers (all at once, as in steady traffic) outside the timing."""
+    for u in users:
+        store.ingest_signal(u, signal(u, -2))
+    threads = [threading.Thread(target=store.ingest_signal, args=(u, signal(u, -1))) for u in users]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def run_writers(root: str, users: list[str], per_user: int) -> float:
     """One thread per user, one durable ``ingest_signal`` at a time; returns seconds."""
     store = MemoryStore(root, derivation_version="1")
-    for u in users:  # connect, migrate and create the users outside the timing
-        store.ingest_signal(u, signal(u, -1))
+    warm_up(store, users)
     barrier = threading.Barrier(len(users) + 1)
     errors: list[BaseException] = []
 
@@ -94,8 +105,7 @@ def child_main(argv: list[str]) -> None:
     root, per_user, go = argv[0], int(argv[1]), argv[2]
     users = argv[3:]
     store = MemoryStore(root, derivation_version="1")
-    for u in users:
-        store.ingest_signal(u, signal(u, -1))
+    warm_up(store, users)
     print("ready", flush=True)
     while not os.path.exists(go):
         time.sleep(0.0005)
