@@ -17,13 +17,18 @@
       loop, and batched ``ingest_signals``.
   (e) peak RSS (``VmHWM``, else ``ru_maxrss``) of the process that cold-derived the N-event
       user, next to the RSS of a process that only imported the package and opened a store.
+  (f) concurrent durable appends to ONE user: 16 threads, one event per append, fsync on,
+      with group commit (the default) and without it (``FileStorage.group_commit = False``:
+      one write and one fsync per call, in turn), next to the raw rate of one thread doing
+      ``write`` + ``fsync`` of one line on the same file system, measured in the same run;
+      with the fsyncs per append each mode needed (docs/storage.md, "Group commit").
 
 The big log is written straight through ``FileStorage.append`` in batches of 1,000 events
 (one fsync per batch) so that building it does not take 100,000 fsyncs; the events are the
 same as ``ingest_signal`` would store.
 
-Run: ``.venv/bin/python benchmarks/storage.py [--events N] [--quick]``. Uses a temporary
-directory, removed afterwards.
+Run: ``.venv/bin/python benchmarks/storage.py [--events N] [--quick] [--concurrent-only]``
+(``--concurrent-only``: just (f)). Uses a temporary directory, removed afterwards.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -246,14 +252,105 @@ def ms(s: float) -> str:
     return f"{s * 1000:.1f} ms"
 
 
+def raw_fsync_rate(path: Path, n: int) -> float:
+    """Lines per second that one thread appends with ``write`` + ``fsync`` each."""
+    line = b'{"kind":"signal","v":1,"seq":1,"pattern":"' + b"x" * 300 + b'"}\n'
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        t = time.perf_counter()
+        for _ in range(n):
+            os.write(fd, line)
+            os.fsync(fd)
+        return n / (time.perf_counter() - t)
+    finally:
+        os.close(fd)
+
+
+def concurrent_appends(
+    root: Path, user: str, threads: int, per_thread: int, *, group: bool, records: bool
+) -> tuple[float, float]:
+    """(events per second, fsyncs per append) of ``threads`` threads each appending
+    ``per_thread`` single events to one user's log."""
+    store = MemoryStore(root, derivation_version="1")
+    assert isinstance(store._storage, FileStorage)
+    store._storage.group_commit = group
+    sigs = ten_signals(f"c{user}", 50)
+    store.ingest_signals(user, sigs[:1])  # the log and its header exist
+    fsyncs = [0]
+    real = os.fsync
+
+    def counting(fd: int) -> None:
+        fsyncs[0] += 1
+        real(fd)
+
+    start = threading.Barrier(threads + 1)
+
+    def work(k: int) -> None:
+        start.wait()
+        for i in range(per_thread):
+            store.ingest_signals(user, [sigs[(k + i) % len(sigs)]], records=records)
+
+    pool = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+    for th in pool:
+        th.start()
+    os.fsync = counting  # type: ignore[assignment]
+    try:
+        start.wait()
+        t = time.perf_counter()
+        for th in pool:
+            th.join()
+        elapsed = time.perf_counter() - t
+    finally:
+        os.fsync = real
+    n = threads * per_thread
+    assert len(store.events(user)) == n + 1
+    return n / elapsed, fsyncs[0] / n
+
+
+def concurrent_section(tmp: Path, quick: bool) -> None:
+    """(f): concurrent appends to one user, with and without group commit."""
+    threads, per_thread = 16, 40 if quick else 150
+    root = tmp / "concurrent"
+    print(
+        "(f) raw = one thread's write + fsync of one line on the same file system, right "
+        "before and after each line (the mean; it moves on a shared disk)"
+    )
+    for label, group, records in (
+        ("group commit (default), records=False (the capture path)", True, False),
+        ("no group commit, records=False", False, False),
+        ("group commit, records=True (ingest_signal: the user's lock is held)", True, True),
+    ):
+        raw_path = tmp / f"raw{int(group)}{int(records)}.jsonl"
+        before = raw_fsync_rate(raw_path, 150 if quick else 300)
+        rate, per = concurrent_appends(
+            root, f"c{int(group)}{int(records)}", threads, per_thread, group=group, records=records
+        )
+        raw = (before + raw_fsync_rate(raw_path, 150 if quick else 300)) / 2
+        print(
+            f"(f) {threads} threads x {per_thread} single-event appends to one user, {label}: "
+            f"{rate:,.0f} events/s, {per:.2f} fsyncs per append; raw {raw:,.0f} appends/s "
+            f"-> {rate / raw:.2f} x raw"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--events", type=int, default=100_000, help="size of the big log")
     parser.add_argument("--quick", action="store_true", help="fewer repetitions, smaller log")
+    parser.add_argument("--concurrent-only", action="store_true", help="only (f)")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     opts = parser.parse_args()
     if opts.child:
         child_main(opts.child)
+        return
+    if opts.concurrent_only:
+        tmp = Path(tempfile.mkdtemp(prefix="cm-bench-storage-"))
+        try:
+            print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+            concurrent_section(tmp, opts.quick)
+            print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
         return
     n_big = opts.events if not opts.quick or opts.events != 100_000 else 20_000
     reps = 3 if opts.quick else 7
@@ -400,6 +497,8 @@ def main() -> None:
                 f"(version {v}): {rss[v] / 1024:.0f} MB (a process that only imports "
                 f"and opens a store: {base / 1024:.0f} MB)"
             )
+        print()
+        concurrent_section(tmp, opts.quick)
         print()
         print("load average at end: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     finally:

@@ -377,3 +377,55 @@ def test_appends_without_records_do_not_wait_for_a_deriving_read(tmp_path: Path)
     assert "while_held" in {p.pattern for p in store.list_preferences(U)}
     events: list[Event] = store.events(U)
     assert events[-1].seq == len(events)
+
+
+def test_a_read_waiting_for_the_lock_is_served_by_the_read_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = MemoryStore(tmp_path / "mem", derivation_version="3")
+    mixed_events(store)
+    store.list_preferences(U)
+    store.list_preferences(U)  # published
+    states = store._states_of(U)
+    refreshes: list[str] = []
+    real = type(states).refresh
+
+    def counting(self: Any, user_id: str, *args: Any, **kw: Any) -> Any:
+        refreshes.append(threading.current_thread().name)
+        return real(self, user_id, *args, **kw)
+
+    monkeypatch.setattr(type(states), "refresh", counting)
+    go, held = threading.Event(), threading.Event()
+
+    def holder() -> None:  # holds the lock while the reader queues, then derives for both
+        with store._locked(U):
+            held.set()
+            assert go.wait(10)
+            store._refresh(U)
+
+    hold = threading.Thread(target=holder, name="holder")
+    hold.start()
+    assert held.wait(10)
+    store.ingest_signals(U, [tag("first_new")], records=False)  # not folded: the lock is busy
+    looked = threading.Event()
+    read_events = store._storage.read_events
+
+    def watched(*args: Any, **kw: Any) -> Any:
+        out = read_events(*args, **kw)
+        if threading.current_thread().name == "r":
+            looked.set()
+        return out
+
+    monkeypatch.setattr(store._storage, "read_events", watched)
+    out: list[list[Any]] = []
+    reader = threading.Thread(target=lambda: out.append(store.list_preferences(U)), name="r")
+    reader.start()
+    assert looked.wait(10)  # the reader has looked at the log; the lock is still held
+    store.ingest_signals(U, [tag("second_new")], records=False)
+    go.set()
+    hold.join(10)
+    reader.join(10)
+    assert refreshes == ["holder"]  # the reader used the holder's state, derived after it looked
+    got = [p.to_dict() for p in out[0]]
+    assert {"first_new", "second_new"} <= {p["pattern"] for p in got}
+    assert got == [p.to_dict() for p in store.list_preferences(U)]

@@ -7,7 +7,7 @@ state to the derivation cache and the snapshot is deferred (:data:`WRITE_BACK_EV
 
 Warm reads take no lock: a read that finds the state up to date publishes a read-only copy
 of its records (:func:`frozen_copy`), and later reads use it for as long as the log holds
-nothing after it (docs/architecture.md, "Concurrency").
+nothing after it (docs/storage.md, "Appends and reads of the derived state").
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ class _Memo:
     head: str  # chain hash of the last folded event ("" before any)
     written: str  # head last written back to the cache and snapshot
     unwritten: int = 0  # events folded since that write-back
+    ready: int = -1  # `end` when the state was last materialised (== end: nothing since)
 
 
 @dataclass(frozen=True)
@@ -123,26 +124,42 @@ class DerivedStates:
             self.published.pop(user_id, None)
             self.memo.pop(user_id, None)
 
-    def current(self, user_id: str) -> DerivedState | None:
-        """The user's published read-only state when the log holds nothing after it (no
-        lock: one ``read_events`` from its end, which the file backend answers with a
-        ``stat`` while the log is unchanged), else ``None``."""
-        pub = self.published.get(user_id)
-        if pub is None:
-            return None
-        snap = self.storage.read_events(user_id, generation=pub.generation, start=pub.end)
-        if snap.resumed and not snap.events and snap.end == pub.end:
-            return pub.state
-        return None
-
     def read(self, user_id: str, fn: Callable[[DerivedState], T], *, write_back: bool = True) -> T:
-        """``fn`` of the user's up-to-date state: the published copy when it is current
-        (:meth:`current`), else under the user's lock after :meth:`refresh` (which may
-        publish). ``fn`` must only read the state."""
-        state = self.current(user_id)
-        if state is not None:
-            return fn(state)
+        """``fn`` of the user's up-to-date state. ``fn`` must only read the state.
+
+        First, without a lock, one ``read_events`` from where the published read-only copy
+        (else the state) ends — the file backend answers it with a ``stat`` while the log
+        is unchanged. Nothing new after the copy: ``fn`` reads the copy, lock-free. Else,
+        under the user's lock: if another read meanwhile brought the state (materialised)
+        to or past where the log ended when this read looked, that state serves this read
+        too (it holds every event acknowledged before the read began); otherwise
+        :meth:`refresh`, folding the events this read fetched when the state still ends
+        where it looked from."""
+        pub = self.published.get(user_id)
+        memo = self.memo.get(user_id)
+        seen: LogSnapshot | None = None
+        generation, start = None, -1
+        if pub is not None:
+            generation, start = pub.generation, pub.end
+        elif memo is not None:  # read without the lock: a pair that held at some moment
+            generation, start = memo.generation, memo.end
+        if generation is not None:
+            seen = self.storage.read_events(user_id, generation=generation, start=start)
+            if pub is not None and seen.resumed and not seen.events and seen.end == pub.end:
+                return fn(pub.state)
         with self.locked(user_id):
+            memo = self.memo.get(user_id)
+            if seen is not None and seen.resumed and memo is not None:
+                if (
+                    seen.end > start
+                    and memo.generation == seen.generation
+                    and memo.ready == memo.end >= seen.end
+                    and not (write_back and self.write_back_due(memo))
+                ):
+                    return fn(memo.state)  # everything the log held when this read looked
+                if memo.generation == seen.generation and memo.end == start:
+                    state, _ = self.refresh(user_id, write_back=write_back, fetched=seen)
+                    return fn(state)
             state, _ = self.refresh(user_id, write_back=write_back)
             return fn(state)
 
@@ -183,19 +200,26 @@ class DerivedStates:
         return memo, snap, touched
 
     def refresh(
-        self, user_id: str, want_seqs: Sequence[int] = (), *, write_back: bool = False
+        self,
+        user_id: str,
+        want_seqs: Sequence[int] = (),
+        *,
+        write_back: bool = False,
+        fetched: LogSnapshot | None = None,
     ) -> tuple[DerivedState, dict[int, Preference | Refinement | None]]:
         """Bring the user's derived state up to date with the log (O(k) for k new events).
 
         Returns the state and, for each seq in ``want_seqs`` folded during this refresh, a
         copy of what that event touched, taken right after it was folded. With
         ``write_back`` the state is written to the derivation cache and the snapshot.
+        ``fetched`` is a read of the log from where the state ends (the caller checked),
+        folded instead of reading again.
         """
         with self.user_lock(user_id):
             memo = self.memo.get(user_id)
             snap: LogSnapshot | None = None
             if memo is not None:
-                snap = self.storage.read_events(
+                snap = fetched or self.storage.read_events(
                     user_id, generation=memo.generation, start=memo.end
                 )
                 if not snap.resumed:
@@ -216,16 +240,22 @@ class DerivedStates:
             memo.end = snap.end
             state = memo.state
             state.materialize()
-            if (
-                write_back
-                and memo.head
-                and memo.head != memo.written
-                and (not memo.written or memo.unwritten >= WRITE_BACK_EVENTS)
-            ):
+            memo.ready = memo.end
+            if write_back and self.write_back_due(memo):
                 self.write_back(user_id, memo)
             if not folded:
                 self.publish(user_id, memo)
             return state, touched
+
+    @staticmethod
+    def write_back_due(memo: _Memo) -> bool:
+        """Whether a read should write the memo's state back: the first read of a store,
+        then every :data:`WRITE_BACK_EVENTS` events."""
+        return bool(
+            memo.head
+            and memo.head != memo.written
+            and (not memo.written or memo.unwritten >= WRITE_BACK_EVENTS)
+        )
 
     def publish(self, user_id: str, memo: _Memo) -> None:
         """Publish a read-only copy of the memo's (materialised) state for lock-free reads,

@@ -10,9 +10,10 @@ Layout under the root, per user::
         .lock                    0600  inter-process lock (flock)
 
 Appends are written with one ``write`` to an ``O_APPEND`` descriptor and fsynced before
-returning. A torn final line (crash mid-append) is ignored by readers and truncated by the
-next writer, under the lock. Whole-file writes go through temp file + fsync + rename +
-directory fsync.
+returning; the appends of one user that queue while a write is in flight share the next
+write and its fsync (group commit: ``appending.py``). A torn final line (crash
+mid-append) is ignored by readers and truncated by the next writer, under the lock.
+Whole-file writes go through temp file + fsync + rename + directory fsync.
 """
 
 from __future__ import annotations
