@@ -246,3 +246,33 @@ def test_a_lost_reply_is_neither_lost_nor_repeated(
         assert [e.pattern for e in events if isinstance(e, SignalEvent)] == ["first", "second"]
         assert stored == events[1:]
         assert_gap_free_chain(events)
+
+
+def test_an_append_waits_for_a_rewrite_in_progress_and_chains_onto_its_result(
+    pg_url: str,
+) -> None:
+    """The append statement takes the user's lock itself; a rewrite that commits while it
+    waits changed the generation, so the append (chained onto the tail this process saw)
+    inserts nothing and is re-chained onto the rewritten log."""
+    from creative_memory.storage.postgres.appends import LOCK_EXPR
+
+    with PostgresStorage(pg_url) as st:
+        st.append("u", [ev("a"), ev("b"), ev("doomed")])  # the tail (seq 3) is known here
+        with psycopg.connect(pg_url) as rewriter:  # a rewrite by another replica, by hand
+            rewriter.execute("SELECT " + LOCK_EXPR, {"u": "u"})
+            rewriter.execute("DELETE FROM cm_events WHERE user_id = 'u' AND seq = 3")
+            done: list[list[Event]] = []
+            t = threading.Thread(target=lambda: done.append(st.append("u", [ev("c")])))
+            t.start()
+            t.join(0.5)  # (the user's row is not locked yet: only the advisory lock holds)
+            assert t.is_alive() and not done, "the append did not wait for the user's lock"
+            rewriter.execute("UPDATE cm_users SET generation = 'rewritten' WHERE user_id = 'u'")
+            rewriter.commit()
+        t.join(10)
+        assert done, "the append never finished"
+        events = st.read_events("u").events
+        assert [e.pattern for e in events if isinstance(e, SignalEvent)] == ["a", "b", "c"]
+        assert [e.seq for e in events] == [1, 2, 4]  # seq 3 is never reused
+        assert done[0] == events[2:]
+        assert events[2].h == chain_hash(events[1].h, events[2])  # chained onto "b"
+        assert st.generation("u") == "rewritten"
