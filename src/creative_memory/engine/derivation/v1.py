@@ -150,7 +150,11 @@ class DerivedStateV1(DerivedState):
                                 pending[id(same)] = same
                                 same.source_event_count += 1
                                 continue
-                if pending:
+                        if pending:  # the records this signal may give a decay_at
+                            self._settle_written(pending, bucket, ev)
+                    self.apply(ev)
+                    continue
+                if pending:  # a decay pass reads every decay_at
                     self._settle(pending)
                 self.apply(ev)
         except BaseException:
@@ -158,6 +162,16 @@ class DerivedStateV1(DerivedState):
                 self._settle(pending)
             raise
         self._settle(pending)
+
+    @staticmethod
+    def _settle_written(pending: dict[int, Preference], bucket: Bucket, ev: SignalEvent) -> None:
+        """Settle the record of ``pending`` whose ``decay_at`` :meth:`fold_signal` may set
+        for ``ev`` — the record of its key and polarity; the other one it may set, a shadow
+        of the other polarity's record, is never pending (a record that shadows another is
+        folded by :meth:`fold_signal` itself), and nothing else of the fold reads one."""
+        same = bucket.first.get((ev.preference_type, ev.pattern, ev.polarity))
+        if same is not None and pending.pop(id(same), None) is not None:
+            same.decay_at = add_days_ts(same.decay_at, DECAY_DAYS)
 
     @staticmethod
     def _settle(pending: dict[int, Preference]) -> None:
