@@ -55,8 +55,9 @@ erasure also rewrites the deliveries still waiting and waits for those under way
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -157,41 +158,49 @@ class CaptureLayer:
         with self._lock:
             if self._closed:
                 raise RuntimeError("capture layer is closed")
-            self._flush_expired(now_ms)
-            plan = self._out.take()
-        self._out.run(plan, report, self._handle, self.redaction.redact_text)
+        self._step(lambda: self._flush_expired(now_ms), report)
         for i, ev in enumerate(events):
-            with self._lock:
-                self._one(ev, i, now_ms, report)
-                plan = self._out.take()
-            self._out.run(plan, report, self._handle, self.redaction.redact_text)
+            self._step(functools.partial(self._one, ev, i, now_ms, report), report)
         return report
 
     def tick(self, now: Instant) -> CaptureReport:
         """Deliver every coalescing window that has expired at ``now``."""
+        now_ms = _to_ms(now)
         report = CaptureReport()
-        with self._lock:
-            self._flush_expired(_to_ms(now))
-            plan = self._out.take()
-        self._out.run(plan, report, self._handle, self.redaction.redact_text)
+        self._step(lambda: self._flush_expired(now_ms), report)
         return report
 
     def close(self) -> CaptureReport:
         """Shutdown: deliver every pending coalesced event now, whatever its window, and
         wait for the deliveries of other calls still under way."""
         report = CaptureReport()
-        with self._lock:
+
+        def flush_all() -> None:
             for key in self._windows_in_order(None):
                 self._flush(key)
-            plan = self._out.take()
             self._closed = True
-        self._out.run(plan, report, self._handle, self.redaction.redact_text)
+
+        self._step(flush_all, report)
         with self._lock:
             self._out.wait(None)
         unregister = getattr(self.store, "remove_erasure_listener", None)
         if unregister is not None:
             unregister(self)
         return report
+
+    def _step(self, decide: Callable[[], None], report: CaptureReport) -> None:
+        """``decide`` under the lock (bookkeeping: it plans deliveries), then deliver what
+        it planned outside the lock — also when it raised (what it planned holds turns)."""
+        error: BaseException | None = None
+        with self._lock:
+            try:
+                decide()
+            except BaseException as exc:
+                error = exc
+            plan = self._out.take()
+        self._out.run(plan, report, self._handle, self.redaction.redact_text)
+        if error is not None:
+            raise error
 
     def purge(self, erasure: Erasure) -> int:
         """Remove what ``erasure`` erases from the pending edit-saves and generations and
