@@ -83,14 +83,19 @@ class Daemon:
         return await self.run(fn, *args)
 
     def warm(self, user: str) -> bool:
-        """Whether the store's published state of ``user`` reflects the whole log (one
-        settings read and one ``stat`` of the file store; a database is never asked from
-        the event loop); ``False`` whenever that cannot be told."""
+        """Whether the store's published read-only state of ``user`` (app/derived.py)
+        reflects the whole log: one settings read and one ``read_events`` from its end,
+        which the file store answers with a ``stat``; a database is never asked from the
+        event loop. ``False`` whenever that cannot be told."""
         if not self.local:
             return False
         try:
-            current = getattr(self.store._states_of(user), "current", None)
-            return current is not None and current(user) is not None
+            states = self.store._states_of(user)
+            pub = states.published.get(user)
+            if pub is None:
+                return False
+            snap = self.store._storage.read_events(user, generation=pub.generation, start=pub.end)
+            return bool(snap.resumed and not snap.events and snap.end == pub.end)
         except Exception:  # judged (and reported) by the read itself, in a thread
             return False
 
