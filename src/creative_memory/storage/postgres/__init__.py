@@ -22,8 +22,9 @@ hosts; the lock is released by the commit. A call returns only after its commit,
 acknowledged event is durable (with PostgreSQL's default ``fsync=on``,
 ``synchronous_commit=on``). An append is one prepared autocommit statement that inserts only
 if the log is still at the tail it was chained onto (:mod:`.appends`), and concurrent
-appends of one user in a process share one transaction (group commit). Erasure deletes the rows (``DELETE``) of the erased events and
-every derived row of the user in the same transaction.
+appends of one user in a process share one transaction (group commit). Erasure deletes
+the rows (``DELETE``) of the erased events and every derived row of the user in the same
+transaction.
 
 Schema migrations are applied when a :class:`PostgresStorage` is created, in one
 transaction under an advisory lock, so replicas starting at once apply each exactly once.
