@@ -26,11 +26,15 @@ from creative_memory.engine.timeutil import format_ts, parse_ts
 EVENT_FORMAT_VERSION: Final = 1
 
 
-class _Event(msgspec.Struct, kw_only=True, tag_field="kind"):
+class _Event(msgspec.Struct, kw_only=True, tag_field="kind", gc=False):
     """Common fields. ``at`` is the event's own (normalised) time; ``recorded_at`` is when it
     was written. ``seq`` is assigned by storage: strictly increasing per user, never reused.
     ``h`` is the hash chain over the log up to and including this event (see
-    :func:`chain_hash`), assigned by storage; it makes every prefix of the log addressable."""
+    :func:`chain_hash`), assigned by storage; it makes every prefix of the log addressable.
+
+    Events are not tracked by the cyclic garbage collector (``gc=False``: they hold plain
+    data, which never refers back to them), so decoding a log and dropping its events
+    costs less."""
 
     v: int = EVENT_FORMAT_VERSION
     seq: int = 0

@@ -103,25 +103,26 @@ class DerivedStateV1(DerivedState):
         projects = self.projects
         increments = _INCREMENT
         other = OTHER_POLARITY
+        # the counters apply() keeps, held here while signals are inlined (``ahead``: these
+        # are newer than the state's own, written back before anything else reads them)
+        last_seq, count, ahead = self.last_seq, self.event_count, False
         try:
             for ev in events:
-                if type(ev) is SignalEvent and (ev.seq > self.last_seq or not self.event_count):
+                if type(ev) is SignalEvent and (ev.seq > last_seq or not count):
                     pid = ev.project_id if ev.scope == "project" else None  # event_bucket
                     bucket = glob if pid is None else projects.get(pid)
                     if bucket is not None:
                         first = bucket.first
-                        same = first.get((ev.preference_type, ev.pattern, ev.polarity))
+                        ptype, pattern, polarity = ev.preference_type, ev.pattern, ev.polarity
+                        same = first.get((ptype, pattern, polarity))
                         if (
                             same is not None
                             and same.polarity_status != "archived"
                             and not same.shadow_of
                         ):
-                            opp = first.get(
-                                (ev.preference_type, ev.pattern, other[ev.polarity])
-                            )
+                            opp = first.get((ptype, pattern, other[polarity]))
                             if opp is None or opp.polarity_status != "stable":
-                                self.last_seq = ev.seq
-                                self.event_count += 1
+                                last_seq, count, ahead = ev.seq, count + 1, True
                                 kind = ev.signal_type
                                 strength = same.signal_strength + increments[kind]
                                 if strength < 0.0:  # clamp(strength, 0.0, 1.0)
@@ -141,7 +142,7 @@ class DerivedStateV1(DerivedState):
                                 tag = ev.tag_text
                                 if tag and tag not in same.explicit_tags:
                                     same.explicit_tags.append(tag)
-                                if ev.polarity == "positive":
+                                if polarity == "positive":
                                     same.accept_count += 1
                                 else:
                                     same.reject_count += 1
@@ -152,15 +153,20 @@ class DerivedStateV1(DerivedState):
                                 continue
                         if pending:  # the records this signal may give a decay_at
                             self._settle_written(pending, bucket, ev)
-                    self.apply(ev)
-                    continue
-                if pending:  # a decay pass reads every decay_at
+                elif pending:  # a decay pass reads every decay_at
                     self._settle(pending)
+                if ahead:
+                    self.last_seq, self.event_count, ahead = last_seq, count, False
                 self.apply(ev)
+                last_seq, count = self.last_seq, self.event_count
         except BaseException:
+            if ahead:
+                self.last_seq, self.event_count = last_seq, count
             with contextlib.suppress(Exception):  # the fold's own error is the one raised
                 self._settle(pending)
             raise
+        if ahead:
+            self.last_seq, self.event_count = last_seq, count
         self._settle(pending)
 
     @staticmethod
