@@ -333,10 +333,10 @@ export interface components {
              */
             as_of?: components["schemas"]["AsOf"] | null;
             /**
-             * @description How this user's state is derived (docs/daemon.md, "Background derivation"): lazy, or the worker's queue and last derivation.
+             * @description How this user's state is kept derived (docs/daemon.md, "Background derivation"): lazy, or the worker's queue and last derivation; absent for a point in the past.
              * @default null
              */
-            derivation_worker?: components["schemas"]["UserDerivation"] | null;
+            derivation?: components["schemas"]["UserDerivation"] | null;
         };
         /**
          * SettingsView

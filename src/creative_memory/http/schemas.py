@@ -152,11 +152,12 @@ class MemoryView(msgspec.Struct, kw_only=True):
     as_of: Annotated[
         AsOf | None, Meta(description="The point shown, when at_seq or as_of was given.")
     ] = None
-    derivation_worker: Annotated[
+    derivation: Annotated[
         UserDerivation | None,
         Meta(
-            description="How this user's state is derived (docs/daemon.md, "
-            '"Background derivation"): lazy, or the worker\'s queue and last derivation.'
+            description="How this user's state is kept derived (docs/daemon.md, "
+            '"Background derivation"): lazy, or the worker\'s queue and last derivation; '
+            "absent for a point in the past."
         ),
     ] = None
 
