@@ -5,7 +5,10 @@ patched there), and its fits reusing the coordinates of the last one."""
 
 from __future__ import annotations
 
+import gzip
+import json
 import random
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -28,6 +31,7 @@ from creative_memory.engine.events import (
 from creative_memory.engine.models import Preference, RetrievalResult
 from creative_memory.engine.retrieval import retrieve, retrieve_state
 from creative_memory.engine.timeutil import MS_PER_DAY, format_ts
+from tests.test_golden_versions import machine_fingerprint
 
 T0 = 1_767_225_600_000
 TYPES = ("layout", "color", "typography", "motion", "mood")
@@ -298,3 +302,52 @@ def test_memoised_retrieval_is_the_plain_one_and_every_caller_gets_its_own(versi
             first.positives.clear()
             assert retrieve_state(state, project_id, types, ()).to_dict() == expected
     assert any(retrieve_state(state, p, t, ()).diagnostics for p, t in contexts)
+
+
+SPARSE_FIXTURE = Path(__file__).parent / "fixtures" / "sparse_fit.json.gz"
+
+
+def sparse_records(version: str, n: int, patterns: int, seed: int, extras: bool) -> list[Any]:
+    """Records of a history big enough for the conjugate-gradient path, its last 40 events
+    read one at a time (as a store reads after each append)."""
+    events = history(n, patterns, seed, extras=extras)
+    state = new_state(version)
+    state.fold(events[: n - 40])
+    state.materialize()
+    for ev in events[n - 40 :]:
+        state.apply(ev)
+        state.materialize()
+    return [
+        [
+            r.scope,
+            r.preference_type,
+            r.pattern,
+            r.polarity,
+            repr(r.signal_strength),
+            r.confidence,
+            r.polarity_status,
+        ]
+        for r in state.all_records()
+    ]
+
+
+def test_the_sparse_path_gives_the_records_it_gave_before_the_speedups() -> None:
+    """The golden histories are small enough for the dense solve (tests/test_golden_versions.py);
+    these were written by the engine before docs/performance.md's "Engine speedups", and
+    pin versions 3 and 4 on the conjugate-gradient path: exactly on the kind of machine that
+    wrote them, up to 1e-9 relative in the strengths elsewhere (the golden files' rule)."""
+    doc = json.loads(gzip.decompress(SPARSE_FIXTURE.read_bytes()))
+    exact = doc["machine"] == machine_fingerprint()
+    assert len(doc["cases"]) == 4
+    for case in doc["cases"]:
+        got = sparse_records(
+            case["version"], case["events"], case["patterns"], case["seed"], case["extras"]
+        )
+        want = case["records"]
+        assert len(got) == len(want) > 500
+        if exact:
+            assert got == want, case["version"]
+            continue
+        for g, w in zip(got, want, strict=True):
+            assert g[:4] == w[:4] and g[5:] == w[5:]
+            assert float(g[4]) == pytest.approx(float(w[4]), rel=1e-9, abs=1e-12)
