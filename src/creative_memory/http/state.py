@@ -143,12 +143,14 @@ class Daemon:
             summary=describe(report),
         )
         if self.worker is not None:  # every acknowledged event is in the log already
+            queued = self.worker.status().queue_depth
             stopped = self.worker.close(WORKER_STOP_S)
             log_event(
                 logging.INFO if stopped else logging.WARNING,
                 "derivation_worker_stopped",
                 stopped=stopped,
-                abandoned=self.worker.status().queue_depth,
+                queued_at_shutdown=queued,
+                derivations=self.worker.status().derivations,
             )
         try:  # reads defer write-back: leave the derivation cache current
             self.store.flush()
