@@ -388,3 +388,29 @@ def test_the_daemon_in_background_mode(tmp_path: Path) -> None:
         store = MemoryStore(tmp_path / mode)
         assert len(store.events("default")) == 12
     assert answers["lazy"] == answers["background"]
+
+
+@pytest.mark.slow
+def test_serve_in_background_mode_under_load_keeps_every_event(tmp_path: Path) -> None:
+    """``serve --derivation background`` as a real process under benchmarks/load.py (a small
+    run): no error, and after SIGTERM every acknowledged event is in the log."""
+    import os
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "load.py"
+    env = {k: v for k, v in os.environ.items() if k not in ("OD_DATA_DIR", "MEMORY_STORAGE_ROOT")}
+    env["HOME"] = str(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, str(script), "--clients", "4", "--ingest", "15", "--retrieve", "10",
+         "--derivation", "background", "--json", "--data-dir", str(tmp_path / "data")],
+        capture_output=True, text=True, timeout=180, env=env, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["derivation"] == "background" and out["errors"] == 0
+    assert out["missing_events"] == 0
+    assert out["acknowledged_events"] == out["stored_signal_events"] == 4 * 15 + 2 * 7
+    log = (tmp_path / "data" / "daemon-vdefault.log").read_text()  # warnings and errors
+    assert '"derivation_worker_stopped"' not in log  # a warning only when it did not stop
+    assert '"derivation_failed"' not in log and '"unhandled_error"' not in log
