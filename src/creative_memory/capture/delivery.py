@@ -1,4 +1,4 @@
-"""Deliveries from the capture layer to the store (docs/capture.md, "Concurrency").
+"""Deliveries from the capture layer to the store (docs/storage.md, "The capture layer").
 
 The capture layer decides under its lock what to deliver — a planned :class:`Delivery` —
 and delivers outside it, so concurrent calls append concurrently. Each delivery takes a
