@@ -5,8 +5,8 @@ once — appends that share fsyncs — and is SIGKILLed at a random moment, 20 t
 (four stores of five kills, so the chunks run in parallel), restarting on the same data
 each time. After every kill: every acknowledged event (a 200 answer that accepted it) is
 in the log exactly once, the log parses with one hash chain (a torn tail, if any, is
-ignored and repaired by the next daemon), and the derived state of a store opened
-normally equals a fresh derivation of the log.
+ignored and repaired by the next daemon) and is what a store reads; after every other
+kill the derived state of a store opened normally equals a fresh derivation of the log.
 """
 
 from __future__ import annotations
