@@ -211,11 +211,12 @@ def render_explanation(
     grid = table("seq", "time (UTC)", "event", "record", "what it did", "strength", "conf")
     for step in result.steps:
         event = safe(step.kind.replace("_", " "))
-        if step.kind == "joint_fit":  # moved by events about other patterns
+        if step.kind == "joint_fit":  # moved by events about other patterns (the effect
+            # says so): the event's features, or the run of events
             event = (
-                f"joint fit: {safe(', '.join(step.about))}"
+                safe(", ".join(step.about))
                 if step.about
-                else f"joint fit: {step.events} events #{step.seq_from}-{step.seq}"
+                else f"{step.events} events #{step.seq_from}-{step.seq}"
             )
         elif step.signal_type:
             sign = "+" if step.polarity == "positive" else "-"
