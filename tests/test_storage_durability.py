@@ -35,6 +35,7 @@ import pytest
 
 from creative_memory import MemoryStore, StorageError
 from creative_memory.engine.derivation.registry import DerivedState
+from creative_memory.engine.derivation.v1 import DerivedStateV1
 from creative_memory.engine.events import CHAIN_GENESIS, SignalEvent, chain_hash, decode_event
 from creative_memory.engine.timeutil import format_ts
 from creative_memory.storage.files.cache import FileDerivationCache, cache_key
@@ -123,7 +124,19 @@ def apply_counter(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
         count[0] += 1
         return original(self, event)
 
+    original_fold = DerivedStateV1.fold
+
+    def counting_fold(self: DerivedStateV1, events: Any) -> None:
+        # version 1's bulk fold inlines most signals instead of calling apply: count what
+        # it folded by the state's own event counter
+        start, calls = self.event_count, count[0]
+        try:
+            original_fold(self, events)
+        finally:
+            count[0] = calls + self.event_count - start
+
     monkeypatch.setattr(DerivedState, "apply", counting)
+    monkeypatch.setattr(DerivedStateV1, "fold", counting_fold)
     yield count
 
 
