@@ -53,7 +53,7 @@ from creative_memory.app.worker import DerivationWorker, lazy_status
 from creative_memory.capture.layer import CaptureLayer, CaptureReport
 from creative_memory.engine.derivation.registry import check_version, known_versions
 from creative_memory.engine.errors import Conflict, NotFound, StorageError, ValidationError
-from creative_memory.engine.events import validate_project_id
+from creative_memory.engine.events import validate_project_id, validate_user_id
 from creative_memory.engine.explain import Explanation, explain
 from creative_memory.engine.ids import bucket_of_scope
 from creative_memory.engine.models import DecayResult, RetrievalResult
@@ -419,7 +419,7 @@ class MemoryService:
         a file). ``close`` delivers the pending edit-saves at the end (a one-shot batch).
         ``progress`` is called with 1 after each item (a progress display).
         """
-        self.store.get_settings(user_id)  # validates the acting user
+        validate_user_id(user_id)  # the acting user
         rows: list[IngestItem] = []
         redactions: dict[str, int] = {}
         located = 0
@@ -482,7 +482,7 @@ class MemoryService:
             flushed=count("flushed"),
             failed=count("failed"),
             inferred=count("inferred"),
-            learning=settings.memory_enabled and not self.store.is_paused(user_id),
+            learning=self.store._learning(settings),
             redactions=dict(sorted(redactions.items())),
             results=rows,
         )

@@ -540,13 +540,15 @@ class FileStorage:
     def read_settings(self, user_id: str) -> UserSettings | None:
         """The user's settings (re-read only when the file changed), or ``None``."""
         path = self._settings_path(user_id)
+        seen = self._settings_seen.get(user_id)
         try:
+            if seen is not None:  # one stat when unchanged (the file is replaced by rename)
+                st = os.stat(path)
+                if seen[0] == (st.st_ino, st.st_size, st.st_mtime_ns):
+                    return msgspec.structs.replace(seen[1])
             with open(path, "rb") as f:
                 st = os.fstat(f.fileno())
                 stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
-                seen = self._settings_seen.get(user_id)
-                if seen is not None and seen[0] == stamp:  # unchanged (written by rename)
-                    return msgspec.structs.replace(seen[1])
                 data = f.read()
         except FileNotFoundError:
             return None
