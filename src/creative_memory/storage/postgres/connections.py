@@ -54,9 +54,10 @@ class Connections:
             min_size=min_size,
             max_size=max_size,
             open=True,
-            # reads and appends are single statements; other writes use tx(). Every
-            # statement is prepared on its first use (the set is small and fixed).
-            kwargs={"autocommit": True, "prepare_threshold": 0},
+            # reads and appends are single statements; other writes use tx(). The append's
+            # statements are prepared on first use (prepare=True), the others by psycopg
+            # after a few uses: a one-off on a new connection costs no extra round trip.
+            kwargs={"autocommit": True},
             timeout=30.0,
             num_workers=2,
             name="creative-memory",
