@@ -93,6 +93,8 @@ class ModelV3(Model):
         # (every fold hook reaches a feature through feature(); a decay pass marks all)
         self._touched: set[FeatureKey] = set()
         self._info: tuple[int, dict[FeatureKey, int], Any] | None = None
+        # per noise class: how many entries class_arrays has read and their column pairs
+        self._pairs: dict[str, tuple[int, Any]] = {}
 
     def feature(self, key: FeatureKey) -> Feature:
         """Version 2's feature lookup, noting that the fold is about to change ``key``."""
@@ -109,27 +111,34 @@ class ModelV3(Model):
         for the features changed since the last call (a copy: the caller may keep it)."""
         import numpy as np
 
+        features = self.features
+
+        def row(f: Feature) -> tuple[int, ...]:
+            return (f.support[0], f.support[1], f.decay_steps, f.archived, f.events, f.decay_at_ms)
+
         cached = self._info
-        if cached is not None and cached[0] == len(keys) == len(self.features):
+        if cached is not None and cached[0] == len(keys) == len(features):
             _, index, info = cached
             for key in self._touched:
-                f = self.features[key]
-                info[index[key]] = (
-                    f.support[0], f.support[1], f.decay_steps, f.archived, f.events, f.decay_at_ms
-                )  # fmt: skip
+                info[index[key]] = row(features[key])
+        elif cached is not None and cached[0] < len(keys) == len(features):
+            # new features (a new layout): the others' rows moved, read again only if touched
+            _, old_index, old_info = cached
+            index = {k: i for i, k in enumerate(keys)}
+            at = np.array([old_index.get(k, -1) for k in keys], dtype=np.int64)
+            info = old_info[np.maximum(at, 0)]
+            for i in np.flatnonzero(at < 0).tolist():
+                info[i] = row(features[keys[i]])
+            for key in self._touched:
+                info[index[key]] = row(features[key])
+            self._info = (len(keys), index, info)
         else:
-            features = self.features
-            rows = []
-            for k in keys:
-                f = features[k]
-                rows.append(
-                    (f.support[0], f.support[1], f.decay_steps, f.archived, f.events, f.decay_at_ms)
-                )
-            info = np.array(rows, dtype=np.int64).reshape(-1, 6)
+            info = np.array([row(features[k]) for k in keys], dtype=np.int64).reshape(-1, 6)
             index = {k: i for i, k in enumerate(keys)}
             self._info = (len(keys), index, info)
         self._touched.clear()
         return info.copy()
+
     # (features, per-class coordinates for class_arrays, the operators' shared structure)
     _kept_cache: tuple[int, dict[str, Any], dict[str, Any]] | None = None
 
@@ -174,7 +183,7 @@ class ModelV3(Model):
         if kept[2].get("coordinates") != coordinates:
             kept[2].clear()
             kept[2]["coordinates"] = coordinates
-        parts = class_arrays(self, lookup, kept[1])
+        parts = class_arrays(self, lookup, kept[1], self._pairs)
         b_kind = {kind: self._extend_v3(vec, lookup, ftype, n0, n) for kind, vec in self.xy.items()}
         b_c = class_sums(table, b_kind, classes, n)
         s0 = table.sigma_prior

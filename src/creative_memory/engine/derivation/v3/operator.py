@@ -3,6 +3,7 @@ preconditioned conjugate gradients (docs/performance.md, "Scaling with the vocab
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -19,16 +20,20 @@ DENSE_MAX: Final = 256
 
 
 def class_arrays(
-    model: Model, lookup: Any, kept: dict[str, Any] | None = None
+    model: Model,
+    lookup: Any,
+    kept: dict[str, Any] | None = None,
+    pairs: dict[str, tuple[int, Any]] | None = None,
 ) -> dict[str, tuple[Any, Any, Any]]:
     """Each noise class's ``A`` as symmetric coordinate arrays (rows, cols, values) over
     the canonical positions (``lookup``: column → position).
 
-    ``kept`` (per class: the number of entries, rows, cols and the off-diagonal mask of
-    an earlier call with the same ``lookup``) saves rebuilding the coordinates of a class
-    whose entries are the same: a class's entries only ever grow, in insertion order, so
-    the same number of them is the same coordinates; the caller drops ``kept`` when the
-    layout changes."""
+    A class's entries only ever grow, in insertion order, so the same number of them is
+    the same coordinates. ``kept`` (per class: the number of entries, rows, cols and the
+    off-diagonal mask of an earlier call with the same ``lookup``; the caller drops it when
+    the layout changes) saves rebuilding them; ``pairs`` (per class: the number of entries
+    and their column pairs, which no layout changes) saves reading again the pairs an
+    earlier call read."""
     import numpy as np
 
     out: dict[str, tuple[Any, Any, Any]] = {}
@@ -39,7 +44,17 @@ def class_arrays(
         if known is not None and known[0] == m:
             _, rows, cols, off = known
         else:
-            ij = np.fromiter((k for pair in xx for k in pair), dtype=np.int64, count=2 * m)
+            read = None if pairs is None else pairs.get(c)
+            if read is not None and read[0] <= m:  # the pairs added since: at the end
+                added = itertools.islice(xx, read[0], None)
+                ij = np.fromiter(
+                    (k for pair in added for k in pair), dtype=np.int64, count=2 * (m - read[0])
+                )
+                ij = np.concatenate([read[1], ij]) if read[0] else ij
+            else:
+                ij = np.fromiter((k for pair in xx for k in pair), dtype=np.int64, count=2 * m)
+            if pairs is not None:
+                pairs[c] = (m, ij)
             ij = lookup[ij].reshape(m, 2) if m else np.zeros((0, 2), dtype=np.int64)
             off = ij[:, 0] != ij[:, 1]
             rows = np.concatenate([ij[:, 0], ij[off, 1]])
