@@ -14,6 +14,7 @@ from creative_memory import MemoryStore
 from creative_memory.engine.derivation import v3 as derivation_v3
 from creative_memory.engine.derivation.registry import DerivedState, derive
 from creative_memory.engine.derivation.v3 import model as v3_model
+from creative_memory.engine.derivation.v3 import operator as v3_operator
 from creative_memory.engine.events import SignalEvent, build_signal_event
 from creative_memory.engine.timeutil import format_ts
 
@@ -76,8 +77,19 @@ def test_conjugate_gradients_agree_with_a_dense_solve(
     sparse = derive(events, "3")
     n = max(m.solve().operator.n for m in sparse.models.values())  # type: ignore[attr-defined]
     assert n > derivation_v3.DENSE_MAX  # the iterative path was taken
-    monkeypatch.setattr(derivation_v3, "DENSE_MAX", 10**6)
+    # the operator reads its own module's constant (patching the package's re-export
+    # would leave the iterative path in place and compare it with itself)
+    monkeypatch.setattr(v3_operator, "DENSE_MAX", 10**6)
+    iterations: list[int] = []
+    real_cg = v3_operator.Operator._conjugate_gradients
+
+    def counted(self: Any, *args: Any) -> Any:
+        iterations.append(1)
+        return real_cg(self, *args)
+
+    monkeypatch.setattr(v3_operator.Operator, "_conjugate_gradients", counted)
     dense = derive(events, "3")
+    assert iterations == []  # the dense solve, every time
     a, b = records(sparse), records(dense)
     assert a.keys() == b.keys()
     strong = 0
