@@ -346,7 +346,8 @@ def test_warm_reads_take_no_lock_until_the_log_moves(tmp_path: Path) -> None:
     store = MemoryStore(tmp_path / "mem", derivation_version="3")
     mixed_events(store)
     expected = store.retrieve_for_injection(U).to_dict()
-    store.retrieve_for_injection(U)  # a read that finds nothing new publishes the copy
+    store.retrieve_for_injection(U)
+    store.retrieve_for_injection(U)  # the second read in a row without news publishes
     with held_elsewhere(store):
         out: list[Any] = []
         reader = threading.Thread(target=lambda: out.append(store.retrieve_for_injection(U)))
@@ -429,3 +430,27 @@ def test_a_read_waiting_for_the_lock_is_served_by_the_read_before_it(
     got = [p.to_dict() for p in out[0]]
     assert {"first_new", "second_new"} <= {p["pattern"] for p in got}
     assert got == [p.to_dict() for p in store.list_preferences(U)]
+
+
+def test_only_a_contended_or_repeated_read_publishes_a_copy(tmp_path: Path) -> None:
+    """The first uncontended read after a change pays no copy (its cost grows with the
+    records); a read that waited for the lock, or the second in a row without news, does."""
+    store = MemoryStore(tmp_path / "mem", derivation_version="1")
+    mixed_events(store)
+    states = store._states_of(U)
+    store.retrieve_for_injection(U)
+    store.ingest_signal(U, tag("first"))  # a change (folded by the append itself)
+    store.retrieve_for_injection(U)  # the first read after it, uncontended: no copy
+    assert U not in states.published
+    store.retrieve_for_injection(U)  # the second in a row: published
+    assert U in states.published
+    store.ingest_signal(U, tag("newer"))  # a change (folded by the append itself)
+    store.retrieve_for_injection(U)
+    assert U not in states.published
+    with held_elsewhere(store):  # a reader that has to wait for the lock
+        reader = threading.Thread(target=lambda: store.retrieve_for_injection(U))
+        reader.start()
+        reader.join(0.2)
+        assert reader.is_alive()
+    reader.join(10)
+    assert U in states.published

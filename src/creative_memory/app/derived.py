@@ -37,6 +37,7 @@ class _Memo:
     written: str  # head last written back to the cache and snapshot
     unwritten: int = 0  # events folded since that write-back
     ready: int = -1  # `end` when the state was last materialised (== end: nothing since)
+    quiet: int = 0  # refreshes in a row that found nothing new (see DerivedStates.refresh)
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,15 @@ class DerivedStates:
             seen = self.storage.read_events(user_id, generation=generation, start=start)
             if pub is not None and seen.resumed and not seen.events and seen.end == pub.end:
                 return fn(pub.state)
-        with self.locked(user_id):
+        lock = self.user_lock(user_id)
+        # a read that had to wait for the lock publishes what it finds current, so the
+        # readers after it need no lock; an uncontended one publishes only on the second
+        # read in a row without news: the first read after a change must not pay for a
+        # copy whose cost grows with the records (docs/storage.md)
+        contended = not lock.acquire(blocking=False)
+        if contended:
+            lock.acquire()
+        try:
             memo = self.memo.get(user_id)
             if seen is not None and seen.resumed and memo is not None:
                 if (
@@ -158,10 +167,14 @@ class DerivedStates:
                 ):
                     return fn(memo.state)  # everything the log held when this read looked
                 if memo.generation == seen.generation and memo.end == start:
-                    state, _ = self.refresh(user_id, write_back=write_back, fetched=seen)
+                    state, _ = self.refresh(
+                        user_id, write_back=write_back, fetched=seen, publish=contended
+                    )
                     return fn(state)
-            state, _ = self.refresh(user_id, write_back=write_back)
+            state, _ = self.refresh(user_id, write_back=write_back, publish=contended)
             return fn(state)
+        finally:
+            lock.release()
 
     def cold_start(
         self, user_id: str, want_seqs: Sequence[int]
@@ -206,6 +219,7 @@ class DerivedStates:
         *,
         write_back: bool = False,
         fetched: LogSnapshot | None = None,
+        publish: bool = True,
     ) -> tuple[DerivedState, dict[int, Preference | Refinement | None]]:
         """Bring the user's derived state up to date with the log (O(k) for k new events).
 
@@ -213,7 +227,9 @@ class DerivedStates:
         copy of what that event touched, taken right after it was folded. With
         ``write_back`` the state is written to the derivation cache and the snapshot.
         ``fetched`` is a read of the log from where the state ends (the caller checked),
-        folded instead of reading again.
+        folded instead of reading again. A refresh that finds nothing new publishes the
+        state for lock-free readers (:meth:`publish`) when ``publish`` is true, or when the
+        refresh before it found nothing new either (the state is being read, not changed).
         """
         with self.user_lock(user_id):
             memo = self.memo.get(user_id)
@@ -243,7 +259,8 @@ class DerivedStates:
             memo.ready = memo.end
             if write_back and self.write_back_due(memo):
                 self.write_back(user_id, memo)
-            if not folded:
+            memo.quiet = 0 if folded else memo.quiet + 1
+            if not folded and (publish or memo.quiet >= 2):
                 self.publish(user_id, memo)
             return state, touched
 
@@ -394,4 +411,5 @@ class DerivedStates:
             self.forget_user(user_id)
             raise
         memo.end = appended.end
+        memo.quiet = 0
         return touched
