@@ -100,9 +100,10 @@ WRITER = textwrap.dedent(
 
 
 def start_daemon(
-    data_dir: Path, url: str, env: dict[str, str], log: Path
+    data_dir: Path, url: str, env: dict[str, str], log: Path, *extra: str
 ) -> tuple[subprocess.Popen[bytes], str]:
-    """``serve --multi-user --database url`` on a free loopback port; (process, base URL)."""
+    """``serve --multi-user --database url [extra...]`` on a free loopback port; (process,
+    base URL). Its stderr is appended to ``log``."""
     from creative_memory.http import DaemonFiles
 
     files = DaemonFiles(data_dir)
@@ -121,13 +122,14 @@ def start_daemon(
             url,
             "--log-level",
             "warning",
+            *extra,
         ],
         stdout=subprocess.DEVNULL,
-        stderr=log.open("wb"),
+        stderr=log.open("ab"),
         env=env,
     )
     deadline = time.monotonic() + 30
-    while True:  # both daemons share the data dir: wait for *this* one's server.json
+    while True:  # the daemons share the data dir: wait for *this* one's server.json
         info = files.read_server_info()
         if info is not None and info.get("pid") == proc.pid:
             return proc, str(info["url"]).rstrip("/")

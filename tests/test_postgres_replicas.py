@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,50 +27,12 @@ import pytest
 from creative_memory import MemoryStore
 from creative_memory.storage import FileStorage
 from tests.conftest import ManualClock
+from tests.test_pg_concurrency import start_daemon
 from tests.test_storage_durability import child_env
 
 pytest_plugins = ["tests.pg_fixtures"]
 
 USER = "alice"
-
-
-def start_daemon(
-    data_dir: Path, url: str, env: dict[str, str], log: Path, *extra: str
-) -> tuple[subprocess.Popen[bytes], str]:
-    """``serve --multi-user --database url`` on a free loopback port; (process, base URL)."""
-    from creative_memory.http import DaemonFiles
-
-    files = DaemonFiles(data_dir)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "creative_memory.cli.daemon",
-            "serve",
-            "--data-dir",
-            str(data_dir),
-            "--port",
-            "0",
-            "--multi-user",
-            "--database",
-            url,
-            "--log-level",
-            "warning",
-            *extra,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=log.open("ab"),
-        env=env,
-    )
-    deadline = time.monotonic() + 30
-    while True:  # the daemons share the data dir: wait for *this* one's server.json
-        info = files.read_server_info()
-        if info is not None and info.get("pid") == proc.pid:
-            return proc, str(info["url"]).rstrip("/")
-        if proc.poll() is not None:
-            raise AssertionError(log.read_text())
-        assert time.monotonic() < deadline, "daemon did not start"
-        time.sleep(0.05)
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
