@@ -52,6 +52,11 @@ class _Published:
 T = TypeVar("T")
 
 
+def _covers(pub: _Published, seen: LogSnapshot) -> bool:
+    """Whether ``seen`` — a read of the log from where ``pub`` ends — finds nothing after it."""
+    return seen.resumed and not seen.events and seen.end == pub.end
+
+
 def frozen_copy(state: DerivedState) -> DerivedState:
     """A copy of a materialised ``state``'s records and refinement log that no fold will
     touch: what lock-free readers read. Its buckets hold copies of the records in the same
@@ -146,7 +151,7 @@ class DerivedStates:
             generation, start = memo.generation, memo.end
         if generation is not None:
             seen = self.storage.read_events(user_id, generation=generation, start=start)
-            if pub is not None and seen.resumed and not seen.events and seen.end == pub.end:
+            if pub is not None and _covers(pub, seen):
                 return fn(pub.state)
         lock = self.user_lock(user_id)
         # a read that had to wait for the lock publishes what it finds current, so the
@@ -175,6 +180,16 @@ class DerivedStates:
             return fn(state)
         finally:
             lock.release()
+
+    def published_current(self, user_id: str) -> bool:
+        """Whether the user's published read-only copy reflects the whole log, so a read
+        would be served from it without a lock (one ``read_events`` from its end: a
+        ``stat`` on the file backend)."""
+        pub = self.published.get(user_id)
+        if pub is None:
+            return False
+        seen = self.storage.read_events(user_id, generation=pub.generation, start=pub.end)
+        return _covers(pub, seen)
 
     def cold_start(
         self, user_id: str, want_seqs: Sequence[int]

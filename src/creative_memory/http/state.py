@@ -90,12 +90,7 @@ class Daemon:
         if not self.local:
             return False
         try:
-            states = self.store._states_of(user)
-            pub = states.published.get(user)
-            if pub is None:
-                return False
-            snap = self.store._storage.read_events(user, generation=pub.generation, start=pub.end)
-            return bool(snap.resumed and not snap.events and snap.end == pub.end)
+            return self.store._states_of(user).published_current(user)
         except Exception:  # judged (and reported) by the read itself, in a thread
             return False
 
