@@ -223,6 +223,8 @@ def test_explain_and_prompt_at_a_point(api: Api) -> None:
     assert [s["seq"] for s in now["steps"]] == [1, 2, 4]
     then = api.get("/api/v1/explain/color/neon_palette", params={"at_seq": 2}).json()
     assert [s["seq"] for s in then["steps"]] == [1, 2]
+    assert then["as_of"]["at_seq"] == 2 and then["as_of"]["events"] == 2
+    assert now["as_of"] is None  # the present has no point
     assert_problem(
         api.get("/api/v1/explain/layout/airy_spacing", params={"at_seq": 2}), 404, "pattern"
     )

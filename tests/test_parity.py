@@ -155,6 +155,7 @@ def run_lib(root: Path, case: Case) -> Outcome:
                 U, a["type"], a["pattern"], a.get("project"), **point_of(a)
             )
             data["steps"] = len(exp.steps)
+            data.update(point_data(exp.to_dict()))
         elif op == "explain":
             exp = store.explain(U, a["type"], a["pattern"], project_id=a.get("project"))
             if not exp.steps and not exp.records:

@@ -534,6 +534,8 @@ export interface components {
             evidence?: Record<string, unknown>[] | null;
             /** @default [] */
             why_listed?: (string | null)[];
+            /** @default null */
+            as_of?: Record<string, unknown> | null;
         };
         /**
          * TraceStep

@@ -286,6 +286,7 @@ class MemoryService:
                 pattern,
                 project_id,
             )
+            result.as_of = msgspec.to_builtins(history_as_of(point))
         if not result.steps and not result.records:
             close = self.suggestions(user_id, preference_type, pattern)
             hint = f"; did you mean {' or '.join(close)}?" if close else ""

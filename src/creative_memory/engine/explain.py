@@ -82,10 +82,15 @@ class Explanation(msgspec.Struct, kw_only=True):
     #: per record of ``records`` (same order): for a record of strength 0.00, why it is
     #: listed at all; ``None`` for a record with strength
     why_listed: list[str | None] = msgspec.field(default_factory=list)
+    #: for a trace that ends at a point in the past, that point (``at_seq``, ``recorded_at``,
+    #: ``derivation_version``, ``events``: set by the application service); ``None`` for now
+    as_of: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The explanation as JSON-ready data."""
+        """The explanation as JSON-ready data (``as_of`` only for a point in the past)."""
         out: dict[str, Any] = msgspec.to_builtins(self)
+        if out["as_of"] is None:
+            del out["as_of"]
         return out
 
 

@@ -170,27 +170,15 @@ def explain(
     """Why is the record for TYPE PATTERN what it is? Every raw event that contributed and
     what it did (strength before -> after, confidence, reversal, shadow, decay), ending at
     the current record (or the record at a point in the past)."""
-    service = state.service
-    result = service.explain(
+    result = state.service.explain(
         state.user, preference_type, pattern, project, at_seq=at_seq, as_of=as_of
     )
-    point: dict[str, Any] | None = None
-    if at_seq is not None or as_of is not None:  # the Explanation does not carry its point
-        import msgspec
-
-        from creative_memory.app.history import as_of as point_of
-
-        found = service.history.point(state.user, at_seq, as_of)
-        point = None if found is None else msgspec.to_builtins(point_of(found))
     if state.json:
-        doc = result.to_dict()
-        if point is not None:
-            doc["as_of"] = point
-        emit_json(doc)
+        emit_json(result.to_dict())
         return
     console = make_console()
-    if point is not None:
-        console.print(point_line(point, as_of), soft_wrap=True)
+    if result.as_of is not None:
+        console.print(point_line(result.as_of, as_of), soft_wrap=True)
     render_explanation(result, preference_type, pattern, project, console)
 
 
