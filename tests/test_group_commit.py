@@ -198,7 +198,7 @@ def test_a_failed_fsync_fails_every_call_of_its_group(
     for th in group:
         th.start()
     deadline = time.monotonic() + 10
-    while storage._queues[U].pending() < 6:  # all six queued behind the first write
+    while storage._groups.pending(U) < 6:  # all six queued behind the first write
         assert time.monotonic() < deadline
         time.sleep(0.001)
     release.set()

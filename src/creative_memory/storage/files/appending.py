@@ -1,21 +1,19 @@
-"""Appending to a file log (docs/storage.md): the header line, the tail a writer continues
-from (a torn final line repaired), and group commit — the appends of one user that queue
-while a write is in flight share the next write and its fsync.
+"""Appending to a file log (docs/storage.md): the header line and the tail a writer
+continues from (a torn final line repaired). Group commit — the appends of one user that
+queue while a write is in flight share the next write and its fsync — is the shared
+:mod:`creative_memory.storage.groupcommit`.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-import threading
-from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import msgspec
 
 from creative_memory.engine.errors import StorageError
-from creative_memory.engine.events import CHAIN_GENESIS, Event, decode_event
-from creative_memory.storage.base import Appended
+from creative_memory.engine.events import CHAIN_GENESIS, decode_event
 from creative_memory.storage.files.fsutil import fsync_dir
 
 LOG_FORMAT_VERSION = 1
@@ -89,70 +87,3 @@ def prepare_tail(fd: int, path: Path) -> tuple[int, str, str]:
     header_line = first[: first.find(b"\n")] if b"\n" in first else first
     header = decode_header(header_line, path)
     return max(ev.seq, header.seq_floor), ev.h, header.generation
-
-
-class _Batch:
-    """One call's events waiting in the queue, and its outcome."""
-
-    __slots__ = ("done", "error", "events", "result")
-
-    def __init__(self, events: Sequence[Event]) -> None:
-        self.events = events
-        self.done = False
-        self.result: Appended | None = None
-        self.error: BaseException | None = None
-
-    def outcome(self) -> Appended:
-        """The stored events and their place, or the group's failure raised."""
-        if self.error is not None:
-            raise self.error
-        assert self.result is not None
-        return self.result
-
-
-Commit = Callable[[Sequence[Sequence[Event]]], list[Appended]]
-
-
-class CommitQueue:
-    """One user's group-commit queue in this process (docs/storage.md, "Group commit")."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
-        self._pending: list[_Batch] = []
-        self._leading = False
-
-    def pending(self) -> int:
-        """How many calls wait for the next group."""
-        with self._cond:
-            return len(self._pending)
-
-    def append(self, events: Sequence[Event], commit: Commit) -> Appended:
-        """Queue ``events``; the first caller to find no write in flight leads: it takes
-        every batch queued so far, in order, and ``commit`` writes them all (one write,
-        one fsync) and answers each. Followers wait for their answer — or for their turn
-        to lead the next group. If ``commit`` fails, every call of that group fails with
-        its error; nothing of the group is acknowledged."""
-        mine = _Batch(events)
-        with self._cond:
-            self._pending.append(mine)
-            while self._leading and not mine.done:
-                self._cond.wait()
-            if mine.done:  # a leader wrote it
-                return mine.outcome()
-            self._leading = True
-            group, self._pending = self._pending, []
-        error: BaseException | None = None
-        results: list[Appended] = []
-        try:
-            results = commit([b.events for b in group])
-        except BaseException as exc:  # every call of the group fails with it
-            error = exc
-        with self._cond:
-            for i, b in enumerate(group):
-                if error is None:
-                    b.result = results[i]
-                b.error = error
-                b.done = True
-            self._leading = False
-            self._cond.notify_all()
-        return mine.outcome()

@@ -11,7 +11,7 @@ Layout under the root, per user::
 
 Appends are written with one ``write`` to an ``O_APPEND`` descriptor and fsynced before
 returning; the appends of one user that queue while a write is in flight share the next
-write and its fsync (group commit: ``appending.py``). A torn final line (crash
+write and its fsync (group commit: ``storage/groupcommit.py``). A torn final line (crash
 mid-append) is ignored by readers and truncated by the next writer, under the lock.
 Whole-file writes go through temp file + fsync + rename + directory fsync.
 """
@@ -45,7 +45,6 @@ from creative_memory.storage.files.appending import (
     LOG_FORMAT_VERSION as LOG_FORMAT_VERSION,
 )
 from creative_memory.storage.files.appending import (
-    CommitQueue,
     LogHeader,
     decode_header,
     encoder,
@@ -55,6 +54,7 @@ from creative_memory.storage.files.cache import DEFAULT_CACHE_CAPACITY, FileDeri
 from creative_memory.storage.files.fsutil import atomic_write as atomic_write
 from creative_memory.storage.files.fsutil import fsync_dir as fsync_dir
 from creative_memory.storage.files.fsutil import make_private_dir as make_private_dir
+from creative_memory.storage.groupcommit import GroupCommit
 
 LOG_NAME = "events.jsonl"
 SETTINGS_NAME = "settings.json"
@@ -100,8 +100,7 @@ class FileStorage:
         #: group commit (docs/storage.md): concurrent appends of one user share a write and
         #: an fsync; False appends one call at a time (the benchmark's reference)
         self.group_commit = True
-        self._queues: dict[str, CommitQueue] = {}
-        self._queues_guard = threading.Lock()
+        self._groups = GroupCommit(self._commit)
         # per user: (inode, size before the write) while a group commit is in flight
         self._inflight: dict[str, tuple[int, int]] = {}
 
@@ -406,11 +405,7 @@ class FileStorage:
             return Appended(events=[], generation=self.generation(user_id), start=0, end=0)
         if not self.group_commit:
             return self._commit(user_id, [events])[0]
-        with self._queues_guard:
-            queue = self._queues.get(user_id)
-            if queue is None:
-                queue = self._queues[user_id] = CommitQueue()
-        return queue.append(events, lambda batches: self._commit(user_id, batches))
+        return self._groups.append(user_id, events)
 
     def _commit(self, user_id: str, batches: Sequence[Sequence[Event]]) -> list[Appended]:
         """Under the lock: number and chain ``batches`` in order after the log's tail, write

@@ -12,14 +12,13 @@ content: within a generation rows are only ever added, and every append raises t
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import LiteralString
 
-from creative_memory.engine.errors import StorageError
 from creative_memory.engine.events import Event
 from creative_memory.storage.base import Appended
+from creative_memory.storage.groupcommit import GroupCommit as SharedGroupCommit
 
 #: The user's transaction-scoped advisory lock, as an expression (``%(u)s`` = user id).
 LOCK_EXPR: LiteralString = (
@@ -82,81 +81,22 @@ class Tail:
 Written = tuple[list[Event], str, int]
 
 
-class _Waiter:
-    __slots__ = ("done", "error", "events", "lead", "result")
-
-    def __init__(self, events: Sequence[Event]) -> None:
-        self.events = events
-        self.done = threading.Event()
-        self.lead = False
-        self.result: Appended | None = None
-        self.error: BaseException | None = None
-
-
-class GroupCommit:
-    """Leader/follower queue per user: appends for one user that arrive while one of its
-    transactions is in flight wait, and the next leader writes all of them in **one**
-    transaction (chained in arrival order, exactly as one append after the other would be);
-    each caller returns once that transaction has committed, with its own events and
-    positions. Appends of different users never wait for each other here."""
+class GroupCommit(SharedGroupCommit):
+    """The shared group commit (:mod:`creative_memory.storage.groupcommit`) over
+    ``write``, which commits one user's events — every call's of a batch, in arrival order
+    — in **one** transaction; each call gets its own events and seq positions back."""
 
     def __init__(self, write: Callable[[str, list[Event]], Written]) -> None:
-        self._write = write
-        self._lock = threading.Lock()
-        self._queues: dict[str, list[_Waiter]] = {}  # a user with a leader -> its waiters
+        def commit(user_id: str, batches: Sequence[Sequence[Event]]) -> list[Appended]:
+            out, generation, start = write(user_id, [e for b in batches for e in b])
+            results, i = [], 0
+            for b in batches:
+                part = out[i : i + len(b)]
+                i += len(b)
+                results.append(
+                    Appended(events=part, generation=generation, start=start, end=part[-1].seq)
+                )
+                start = part[-1].seq
+            return results
 
-    def append(self, user_id: str, events: Sequence[Event]) -> Appended:
-        """Append ``events`` (non-empty), alone or together with concurrent appends of the
-        same user; returns after the commit."""
-        me = _Waiter(events)
-        with self._lock:
-            queue = self._queues.get(user_id)
-            if queue is None:
-                self._queues[user_id] = []
-                me.lead = True
-            else:
-                queue.append(me)
-        if not me.lead:
-            me.done.wait()
-        if me.lead:
-            self._lead(user_id, me)
-        if me.error is not None:
-            if me.lead or not isinstance(me.error, StorageError):
-                raise me.error
-            raise StorageError(str(me.error)) from me.error  # the leader's, re-raised here
-        assert me.result is not None
-        return me.result
-
-    def _lead(self, user_id: str, me: _Waiter) -> None:
-        with self._lock:
-            queue = self._queues[user_id]
-            batch = [me, *queue]
-            queue.clear()
-        try:
-            self._commit(user_id, batch)
-        finally:
-            with self._lock:
-                queue = self._queues[user_id]
-                successor = queue.pop(0) if queue else None
-                if successor is None:
-                    del self._queues[user_id]
-                else:
-                    successor.lead = True
-            for w in batch[1:]:
-                w.done.set()
-            if successor is not None:
-                successor.done.set()
-
-    def _commit(self, user_id: str, batch: list[_Waiter]) -> None:
-        try:
-            out, generation, start = self._write(user_id, [e for w in batch for e in w.events])
-        except BaseException as exc:  # nothing of the batch was committed: all fail
-            for w in batch:
-                w.error = exc
-            return
-        i = 0
-        for w in batch:
-            part = out[i : i + len(w.events)]
-            i += len(w.events)
-            w.result = Appended(events=part, generation=generation, start=start, end=part[-1].seq)
-            start = part[-1].seq
+        super().__init__(commit)

@@ -1,0 +1,100 @@
+"""Group commit, for every backend (docs/storage.md, "Group commit"): the appends of one
+user that arrive while one of its writes is in flight wait, and the next leader writes all
+of them together — one write and one fsync for the file log, one transaction for
+PostgreSQL — chained in arrival order, exactly as one append after the other would be.
+Each caller returns once that write is durable, with its own events and positions.
+Appends of different users never wait for each other here.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+from creative_memory.engine.errors import StorageError
+from creative_memory.engine.events import Event
+from creative_memory.storage.base import Appended
+
+#: Writes one user's batches (each call's events, in arrival order) durably, together;
+#: returns each batch's :class:`Appended`, in the same order. If it raises, nothing of the
+#: batches is acknowledged.
+Commit = Callable[[str, Sequence[Sequence[Event]]], list[Appended]]
+
+
+class _Waiter:
+    __slots__ = ("done", "error", "events", "lead", "result")
+
+    def __init__(self, events: Sequence[Event]) -> None:
+        self.events = events
+        self.done = threading.Event()
+        self.lead = False
+        self.result: Appended | None = None
+        self.error: BaseException | None = None
+
+
+class GroupCommit:
+    """Leader/follower queues, one per user with a write in flight (and only while it is)."""
+
+    def __init__(self, commit: Commit) -> None:
+        self._commit = commit
+        self._lock = threading.Lock()
+        self._queues: dict[str, list[_Waiter]] = {}  # a user with a leader -> its waiters
+
+    def pending(self, user_id: str) -> int:
+        """How many calls for ``user_id`` wait for the next write."""
+        with self._lock:
+            return len(self._queues.get(user_id, []))
+
+    def append(self, user_id: str, events: Sequence[Event]) -> Appended:
+        """Append ``events`` (non-empty), alone or together with concurrent appends of the
+        same user; returns once they are durable. If the write fails, every call it carried
+        fails: the leader with the error itself, the others with it (a ``StorageError`` as a
+        new one, raised from it, so each thread has its own traceback)."""
+        me = _Waiter(events)
+        with self._lock:
+            queue = self._queues.get(user_id)
+            if queue is None:
+                self._queues[user_id] = []
+                me.lead = True
+            else:
+                queue.append(me)
+        if not me.lead:
+            me.done.wait()
+        if me.lead:
+            self._lead(user_id, me)
+        if me.error is not None:
+            if me.lead or not isinstance(me.error, StorageError):
+                raise me.error
+            raise StorageError(str(me.error)) from me.error  # the leader's, re-raised here
+        assert me.result is not None
+        return me.result
+
+    def _lead(self, user_id: str, me: _Waiter) -> None:
+        with self._lock:
+            queue = self._queues[user_id]
+            batch = [me, *queue]
+            queue.clear()
+        try:
+            self._write(user_id, batch)
+        finally:
+            with self._lock:
+                queue = self._queues[user_id]
+                successor = queue.pop(0) if queue else None
+                if successor is None:
+                    del self._queues[user_id]
+                else:
+                    successor.lead = True
+            for w in batch[1:]:
+                w.done.set()
+            if successor is not None:
+                successor.done.set()
+
+    def _write(self, user_id: str, batch: list[_Waiter]) -> None:
+        try:
+            results = self._commit(user_id, [w.events for w in batch])
+        except BaseException as exc:  # nothing of the batch was acknowledged: all fail
+            for w in batch:
+                w.error = exc
+            return
+        for w, result in zip(batch, results, strict=True):
+            w.result = result
