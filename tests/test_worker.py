@@ -26,14 +26,14 @@ from creative_memory.engine.errors import ValidationError
 from creative_memory.http import DaemonConfig, create_app, daemon_of, ensure_first_start
 from creative_memory.http.config import DERIVATION_ENV, resolve_derivation
 from tests.conftest import FIXTURES, ManualClock, tag
+from tests.test_lazy_derivation import PATTERNS, TYPES, _signal
+from tests.test_lazy_derivation import _history_signal as _as_signal
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from starlette.testclient import TestClient
 
 U = "worker_user"
-TYPES = ("layout", "color", "typography")
-PATTERNS = ("airy", "dense", "neon", "calm")
 
 
 def observe(store: MemoryStore, user: str = U) -> Any:
@@ -51,42 +51,6 @@ def observe(store: MemoryStore, user: str = U) -> Any:
             ]
         )
     return {"prefs": prefs, "retrieval": out}
-
-
-_signal = st.fixed_dictionaries(
-    {
-        "kind": st.sampled_from(
-            [
-                "explicit_tag",
-                "thumbs_up",
-                "thumbs_down",
-                "abandoned_generation",
-                "repeated_acceptance",
-                "revert_after_edit",
-            ]
-        ),
-        "pattern": st.sampled_from(PATTERNS),
-        "type": st.sampled_from(TYPES),
-        "project": st.sampled_from([None, "p1"]),
-        "artifact": st.integers(0, 6),
-    }
-)
-
-
-def _as_signal(step: dict[str, Any], day: int) -> dict[str, Any]:
-    polarity = "negative" if step["kind"] in ("thumbs_down", "abandoned_generation") else "positive"
-    return {
-        "signal_type": step["kind"],
-        "pattern": step["pattern"],
-        "preference_type": step["type"],
-        "polarity": polarity,
-        "tag_text": None,
-        "scope": "project" if step["project"] else "global",
-        "project_id": step["project"],
-        "artifact_id": f"a{step['artifact']}",
-        "session_id": "s",
-        "timestamp": f"2026-01-{1 + day % 28:02d}T00:00:00.000Z",
-    }
 
 
 # -- byte identity ---------------------------------------------------------------------------
