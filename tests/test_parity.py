@@ -252,20 +252,10 @@ def cli_args(root: Path, case: Case) -> tuple[list[str], bytes | None]:
     return ["--data-dir", str(root), "--user", U, "--json", *args], stdin
 
 
-def run_cli(root: Path, case: Case) -> Outcome:
-    args, stdin = cli_args(root, case)
-    result = CliRunner().invoke(cli_main, args, input=stdin, catch_exceptions=False)
-    err = result.stderr.strip()
-    if result.exit_code == 2:
-        assert len(err.splitlines()) == 1, err  # one line naming the field
-        return Outcome("invalid", err)
-    if result.exit_code == 1 and case.op != "ingest":
-        assert len(err.splitlines()) == 1, err
-        return Outcome("not_found", err)
-    assert result.exit_code in (0, 1), (result.exit_code, err, result.output)
-    doc = json.loads(result.stdout) if result.stdout.strip().startswith("{") else {}
+def doc_data(case: Case, doc: dict[str, Any]) -> dict[str, Any]:
+    """The numbers a surface's JSON answer gives for ``case``, to compare (CLI and HTTP)."""
     data: dict[str, Any] = {}
-    if case.op == "forget" or case.op == "reset":
+    if case.op in ("forget", "reset"):
         data["removed"] = doc["events_removed"]
     elif case.op == "import":
         data["added"] = doc["events_added"]
@@ -280,7 +270,22 @@ def run_cli(root: Path, case: Case) -> Outcome:
     elif case.op == "preview":
         data.update(preview_data(doc))
     data.update(point_data(doc))
-    return ok(**data)
+    return data
+
+
+def run_cli(root: Path, case: Case) -> Outcome:
+    args, stdin = cli_args(root, case)
+    result = CliRunner().invoke(cli_main, args, input=stdin, catch_exceptions=False)
+    err = result.stderr.strip()
+    if result.exit_code == 2:
+        assert len(err.splitlines()) == 1, err  # one line naming the field
+        return Outcome("invalid", err)
+    if result.exit_code == 1 and case.op != "ingest":
+        assert len(err.splitlines()) == 1, err
+        return Outcome("not_found", err)
+    assert result.exit_code in (0, 1), (result.exit_code, err, result.output)
+    doc = json.loads(result.stdout) if result.stdout.strip().startswith("{") else {}
+    return ok(**doc_data(case, doc))
 
 
 # -- the HTTP API ----------------------------------------------------------------------------
@@ -355,23 +360,7 @@ def run_http(root: Path, case: Case) -> Outcome:
         return Outcome("not_found", r.json().get("field"))
     assert r.status_code == 200, (r.status_code, r.text)
     doc = r.json() if r.headers["content-type"].startswith("application/json") else {}
-    data: dict[str, Any] = {}
-    if case.op in ("forget", "reset"):
-        data["removed"] = doc["events_removed"]
-    elif case.op == "import":
-        data["added"] = doc["events_added"]
-    elif case.op == "ingest":
-        data["accepted"], data["rejected"] = doc["accepted"], doc["rejected"]
-    elif case.op == "explain":
-        data["steps"] = len(doc["steps"])
-    elif case.op == "derivation":
-        data["in_force"] = doc["in_force"]
-    elif case.op == "use_derivation":
-        data["changed"] = doc["changed"]
-    elif case.op == "preview":
-        data.update(preview_data(doc))
-    data.update(point_data(doc))
-    return ok(**data)
+    return ok(**doc_data(case, doc))
 
 
 RUNNERS: dict[str, Callable[[Path, Case], Outcome]] = {
