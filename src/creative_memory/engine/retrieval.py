@@ -321,14 +321,9 @@ def retrieve_state(
     gets from that state). Computed once per context while the state folds no event
     (:meth:`~creative_memory.engine.derivation.base.DerivedState.memoised`); every call
     gets its own copies."""
-    key = (
-        "retrieve",
-        project_id,
-        None if preference_types is None else tuple(preference_types),
-        frozenset(ignore_global_for),
-    )
     types = None if preference_types is None else list(preference_types)
     ignored = frozenset(ignore_global_for)
+    key = ("retrieve", project_id, None if types is None else tuple(types), ignored)
 
     def compute() -> RetrievalResult:
         projects = {pid: b.records for pid, b in state.projects.items()}
