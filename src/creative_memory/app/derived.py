@@ -395,6 +395,8 @@ class DerivedStates:
         from memory happens only if the user's lock is free at once."""
         if not records:
             appended = self.storage.append_positioned(user_id, events)
+            if not appended.durable:  # a deferred sync: readers see it once synced
+                return [None] * len(appended.events)
             lock = self.user_lock(user_id)
             if lock.acquire(blocking=False):  # busy: a read is deriving; the next one folds
                 try:
@@ -404,6 +406,8 @@ class DerivedStates:
             return [None] * len(appended.events)
         with self.user_lock(user_id):
             appended = self.storage.append_positioned(user_id, events)
+            if not appended.durable:  # pragma: no cover - no caller does this
+                raise RuntimeError("an append that returns records cannot be deferred")
             seqs = [e.seq for e in appended.events]
             touched = self.continue_with(user_id, appended, seqs)
             if touched is None:

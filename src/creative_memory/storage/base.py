@@ -44,6 +44,9 @@ class Appended(msgspec.Struct, kw_only=True):
     generation: str
     start: int
     end: int
+    #: False for an append of a deferred-sync block (durable only when the block ends):
+    #: not to be folded into a state that readers may see before then
+    durable: bool = True
 
 
 class EventLogStorage(Protocol):

@@ -42,7 +42,7 @@ async def post_events(request: Request) -> Response:
                 raise unavailable(str(exc)) from exc
             raise
 
-    result = await d.run(work)
+    result = await d.ingest(work)
     if result.accepted or result.flushed:
         d.derived(user)  # --derivation background: the worker derives, off this request
     log_event(logging.INFO, "events_ingested", user=user, accepted=result.accepted,

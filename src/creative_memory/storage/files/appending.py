@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
+from typing import BinaryIO
 
 import msgspec
 
@@ -87,3 +88,17 @@ def prepare_tail(fd: int, path: Path) -> tuple[int, str, str]:
     header_line = first[: first.find(b"\n")] if b"\n" in first else first
     header = decode_header(header_line, path)
     return max(ev.seq, header.seq_floor), ev.h, header.generation
+
+
+READ_CHUNK = 1 << 20  # bytes of the log read (and decoded) at a time
+
+
+def count_newlines(f: BinaryIO, end: int) -> int:
+    """How many newlines ``f`` holds from where it stands up to byte ``end`` (what a stat
+    saw: an append landing meanwhile is counted next time, not twice)."""
+    n = 0
+    left = end - f.tell()
+    while left > 0 and (block := f.read(min(READ_CHUNK, left))):
+        n += block.count(b"\n")
+        left -= len(block)
+    return n

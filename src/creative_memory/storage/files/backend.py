@@ -45,12 +45,15 @@ from creative_memory.storage.files.appending import (
     LOG_FORMAT_VERSION as LOG_FORMAT_VERSION,
 )
 from creative_memory.storage.files.appending import (
+    READ_CHUNK,
     LogHeader,
+    count_newlines,
     decode_header,
     encoder,
     prepare_tail,
 )
 from creative_memory.storage.files.cache import DEFAULT_CACHE_CAPACITY, FileDerivationCache
+from creative_memory.storage.files.deferred import Deferring
 from creative_memory.storage.files.fsutil import atomic_write as atomic_write
 from creative_memory.storage.files.fsutil import fsync_dir as fsync_dir
 from creative_memory.storage.files.fsutil import make_private_dir as make_private_dir
@@ -60,7 +63,6 @@ LOG_NAME = "events.jsonl"
 SETTINGS_NAME = "settings.json"
 SNAPSHOT_NAME = "snapshot.json"
 LOCK_NAME = ".lock"
-READ_CHUNK = 1 << 20  # bytes of the log decoded at a time
 
 
 _settings_decoder = msgspec.json.Decoder(UserSettings)
@@ -103,6 +105,8 @@ class FileStorage:
         self._groups = GroupCommit(self._commit)
         # per user: (inode, size before the write) while a group commit is in flight
         self._inflight: dict[str, tuple[int, int]] = {}
+        # per thread: the logs a deferred_sync block wrote, fsynced when it ends
+        self._deferring = Deferring(self.locked, self._log_path, self._synced)
 
     def describe(self) -> str:
         """The storage root, for messages."""
@@ -273,9 +277,9 @@ class FileStorage:
             known = self._counts.get(user_id)
             if known is not None and known[0] == header.generation and known[1] <= size:
                 f.seek(known[1])
-                n = known[2] + _newlines(f, size)
+                n = known[2] + count_newlines(f, size)
             else:
-                n = _newlines(f, size)
+                n = count_newlines(f, size)
             f.seek(size - 1)
             clean = f.read(1) == b"\n"
         # a count that ends in a torn line is not continued (a repair truncates the tail)
@@ -403,13 +407,35 @@ class FileStorage:
         fsync fails, every call of the group fails (docs/storage.md, "Group commit")."""
         if not events:
             return Appended(events=[], generation=self.generation(user_id), start=0, end=0)
+        scope = self._deferring.scope()
+        if scope is not None:  # inside deferred_sync(): written now, fsynced at its end
+            scope[user_id] = None
+            return self._commit(user_id, [events], sync=False)[0]
         if not self.group_commit:
             return self._commit(user_id, [events])[0]
         return self._groups.append(user_id, events)
 
-    def _commit(self, user_id: str, batches: Sequence[Sequence[Event]]) -> list[Appended]:
+    def deferred_sync(self) -> contextlib.AbstractContextManager[None]:
+        """Appends of this thread inside the block are written at once and made durable
+        together when it ends, one fsync per log (docs/storage.md, "One fsync for a batch");
+        readers of this object see them only then. If that fsync fails, the block raises a
+        ``StorageError``: nothing of it may be acknowledged."""
+        return self._deferring.block()
+
+    def _synced(self, user_id: str, ok: bool) -> None:
+        """The end of a deferred block's fsync of the log (under its lock): every byte of
+        the file is durable (``ok``), or unknown on disk: read the tail again next time."""
+        self._inflight.pop(user_id, None)
+        if not ok:
+            self._tails.pop(user_id, None)
+            self._seen.pop(user_id, None)
+
+    def _commit(
+        self, user_id: str, batches: Sequence[Sequence[Event]], *, sync: bool = True
+    ) -> list[Appended]:
         """Under the lock: number and chain ``batches`` in order after the log's tail, write
-        them with one ``write`` on an ``O_APPEND`` descriptor and fsync once."""
+        them with one ``write`` on an ``O_APPEND`` descriptor and fsync once (``sync``; else
+        the end of the deferred_sync block fsyncs, and readers stop before them until then)."""
         with self.locked(user_id):
             path = self._log_path(user_id)
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
@@ -431,35 +457,36 @@ class FileStorage:
                     outs.append(out)
                     pieces.append(b"".join([encode_event(ev) + b"\n" for ev in out]))
                 data = b"".join(pieces)
-                # readers of this object stop at `start` until the new bytes are durable
-                self._inflight[user_id] = (st.st_ino, start)
+                # readers of this object stop at `start` until the new bytes are durable (or
+                # earlier, where a deferred write of this file is not yet synced)
+                mark = self._inflight.get(user_id)
+                if mark is None or mark[0] != st.st_ino or mark[1] > start:
+                    self._inflight[user_id] = (st.st_ino, start)
                 try:
                     payload = memoryview(data)
                     while payload:  # on failure the tail state stays dropped: re-read next time
                         n = os.write(fd, payload)
                         payload = payload[n:]
-                    os.fsync(fd)
+                    if sync:
+                        os.fsync(fd)  # every byte of the file is durable from here
                 finally:
-                    self._inflight.pop(user_id, None)
+                    if sync:
+                        self._inflight.pop(user_id, None)
                 end = start + len(data)
                 after = os.fstat(fd)
                 if after.st_size == end:
-                    self._seen[user_id] = ((after.st_ino, end, after.st_mtime_ns), generation)
-                    self._tails[user_id] = (
-                        (after.st_ino, end, after.st_mtime_ns),
-                        last_seq,
-                        prev_h,
-                        generation,
-                    )
+                    stamp = (after.st_ino, end, after.st_mtime_ns)
+                    self._seen[user_id] = (stamp, generation)
+                    self._tails[user_id] = (stamp, last_seq, prev_h, generation)
             finally:
                 os.close(fd)
         appended: list[Appended] = []
-        pos = start
         for out, piece in zip(outs, pieces, strict=True):
+            end = start + len(piece)
             appended.append(
-                Appended(events=out, generation=generation, start=pos, end=pos + len(piece))
+                Appended(events=out, generation=generation, start=start, end=end, durable=sync)
             )
-            pos += len(piece)
+            start = end
         return appended
 
     def _durable_size(self, user_id: str, fd: int) -> int:
@@ -567,14 +594,3 @@ class FileStorage:
             new = change(self.read_settings(user_id) or UserSettings())
             atomic_write(self._settings_path(user_id), encoder.encode(new) + b"\n")
             return new
-
-
-def _newlines(f: BinaryIO, end: int) -> int:
-    """How many newlines ``f`` holds from where it stands up to byte ``end`` (what a stat
-    saw: an append landing meanwhile is counted next time, not twice)."""
-    n = 0
-    left = end - f.tell()
-    while left > 0 and (block := f.read(min(READ_CHUNK, left))):
-        n += block.count(b"\n")
-        left -= len(block)
-    return n

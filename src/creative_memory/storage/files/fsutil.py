@@ -8,13 +8,19 @@ import secrets
 from pathlib import Path
 
 
-def fsync_dir(path: Path) -> None:
-    """Flush a directory's entries to disk."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+def fsync_path(path: Path, flags: int = os.O_RDONLY) -> None:
+    """fsync what ``path`` names (a file: every byte written to it through any descriptor;
+    ``FileNotFoundError`` when it is gone)."""
+    fd = os.open(path, flags)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    """Flush a directory's entries to disk."""
+    fsync_path(path, os.O_RDONLY | os.O_DIRECTORY)
 
 
 def atomic_write(path: Path, data: bytes) -> None:

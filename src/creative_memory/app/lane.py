@@ -1,0 +1,125 @@
+"""The ingest lane (docs/daemon.md, "The ingest lane"): one thread that runs a long-lived
+host's ingest calls in arrival order, in batches that share their durability.
+
+A host with many concurrent writers (the daemon's ``POST /api/v1/events``) hands each call
+to :meth:`IngestLane.run` instead of a thread pool. The lane's thread takes every call
+queued so far as one batch and runs them one after the other inside the file store's
+``deferred_sync()`` block: each call's appends are written as it runs, and the batch ends
+with one fsync per log it wrote — then, and only then, every call of the batch is answered,
+with one wake-up of the event loop for the whole batch. The slower the disk, the more calls
+queue behind an fsync and the larger the next batch: the batch is the group commit.
+
+Nothing is acknowledged before it is durable: if the batch's fsync fails, every call of
+the batch that did not fail on its own fails with that ``StorageError``. Readers of the
+store see a batch's events only once they are durable (``Appended.durable``). Calls keep
+their arrival order, so the capture layer's ordering rules hold as they do for one caller.
+A store without deferred sync (PostgreSQL) runs each call on its own, one after the other;
+the daemon keeps its thread pool for such a store instead (docs/daemon.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from creative_memory.app.store import MemoryStore
+
+T = TypeVar("T")
+
+
+class _Call(Generic[T]):
+    __slots__ = ("error", "fn", "future", "loop", "value")
+
+    def __init__(
+        self, fn: Callable[[], T], loop: asyncio.AbstractEventLoop, future: asyncio.Future[T]
+    ) -> None:
+        self.fn, self.loop, self.future = fn, loop, future
+        self.value: T | None = None
+        self.error: BaseException | None = None
+
+
+class IngestLane:
+    """Runs calls in one thread, in arrival order, a batch at a time (module docstring)."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._deferred: Callable[[], contextlib.AbstractContextManager[Any]] = getattr(
+            store._storage, "deferred_sync", contextlib.nullcontext
+        )
+        self._queue: deque[_Call[Any]] = deque()
+        self._cond = threading.Condition()
+        self._closed = False
+        self.batches = 0  # how many batches ran, and the calls they held
+        self.calls = 0
+        self._thread = threading.Thread(target=self._serve, name="creative-memory-lane")
+        self._thread.daemon = True
+        self._thread.start()
+
+    async def run(self, fn: Callable[[], T]) -> T:
+        """``fn()`` in the lane, answered once the batch it ran in is durable; raises what
+        ``fn`` raised, or the batch's ``StorageError``. ``RuntimeError`` once closed."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        call = _Call(fn, loop, future)
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the ingest lane is closed")
+            self._queue.append(call)
+            if len(self._queue) == 1:
+                self._cond.notify()
+        return await future
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Stop taking calls, run those already queued and stop the thread; whether it
+        stopped within ``timeout``."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _serve(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closed:
+                    self._cond.wait()
+                if not self._queue:  # closed, and nothing left
+                    return
+                batch = list(self._queue)
+                self._queue.clear()
+            self._run_batch(batch)
+
+    def _run_batch(self, batch: list[_Call[Any]]) -> None:
+        try:
+            with self._deferred():
+                for call in batch:
+                    try:
+                        call.value = call.fn()
+                    except Exception as exc:  # the call's own failure: reported to it alone
+                        call.error = exc
+        except Exception as exc:  # the batch's fsync: nothing of it is acknowledged
+            for call in batch:
+                if call.error is None:
+                    call.error = exc
+        self.batches += 1
+        self.calls += len(batch)
+        loops: dict[asyncio.AbstractEventLoop, list[_Call[Any]]] = {}
+        for call in batch:
+            loops.setdefault(call.loop, []).append(call)
+        for loop, calls in loops.items():  # one wake-up of each event loop per batch
+            with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits
+                loop.call_soon_threadsafe(_answer, calls)
+
+
+def _answer(calls: list[_Call[Any]]) -> None:
+    """Settle the futures of ``calls`` (on their event loop)."""
+    for call in calls:
+        if call.future.done():  # the request was cancelled meanwhile
+            continue
+        if call.error is not None:
+            call.future.set_exception(call.error)
+        else:
+            call.future.set_result(call.value)

@@ -1,0 +1,290 @@
+"""The ingest lane and the file store's deferred sync (docs/daemon.md, "The ingest lane";
+docs/storage.md, "One fsync for a batch").
+
+* Inside ``deferred_sync()`` appends are written at once and fsynced once per log when
+  the block ends; readers of the store (and the derived state) see them only then.
+* A failed fsync at the end fails the block with a ``StorageError``; the log stays sound.
+* The lane answers every call once its batch is durable, each with its own result or
+  error, in arrival order; a batch whose fsync fails fails every call in it.
+* The daemon ingests through the lane on the file store, and concurrent writers share
+  fsyncs there; every acknowledged event is in the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from creative_memory import MemoryStore
+from creative_memory.app.lane import IngestLane
+from creative_memory.engine.errors import StorageError
+from creative_memory.http import DaemonConfig, ThreadedDaemon
+from creative_memory.storage import FileStorage
+from creative_memory.storage.files import deferred
+from tests.conftest import tag
+from tests.test_storage_durability import assert_log_sound
+
+U = "lane_user"
+
+
+@pytest.fixture
+def log_fsyncs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """Counts fsyncs of event logs; each takes 2 ms (a disk), so calls queue behind it."""
+    count = [0]
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("events.jsonl"):
+            count[0] += 1
+            time.sleep(0.002)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    yield count
+
+
+def signals(n: int, start: int = 0) -> list[dict[str, Any]]:
+    return [tag(f"p{start + i}") | {"artifact_id": f"a{start + i}"} for i in range(n)]
+
+
+# -- deferred sync in the file store ------------------------------------------------------------
+def test_deferred_appends_are_read_only_once_synced(tmp_path: Path, log_fsyncs: list[int]) -> None:
+    store = MemoryStore(tmp_path)
+    storage = store._storage
+    assert isinstance(storage, FileStorage)
+    store.ingest_signals(U, signals(2))
+    before = [r.pattern for r in store.list_preferences(U)]
+    synced = log_fsyncs[0]
+    with storage.deferred_sync():
+        for i in range(5):
+            store.ingest_signals(U, signals(1, 10 + i), records=False)
+        assert log_fsyncs[0] == synced  # written, not yet fsynced
+        assert storage.event_count(U) == 2  # readers stop before the unsynced bytes
+        assert [r.pattern for r in store.list_preferences(U)] == before
+        other = FileStorage(tmp_path)  # the bytes are in the file (another process sees them)
+        assert other.event_count(U) == 7
+    assert log_fsyncs[0] == synced + 1  # one fsync for the block
+    assert storage.event_count(U) == 7
+    assert sorted(r.pattern for r in store.list_preferences(U)) == sorted(
+        [*before, *(f"p{10 + i}" for i in range(5))]
+    )
+    events = assert_log_sound(tmp_path, U)
+    assert [e.seq for e in events] == list(range(1, 8))
+    store.close()
+
+
+def test_a_deferred_append_is_not_durable_and_not_folded(tmp_path: Path) -> None:
+    storage = FileStorage(tmp_path)
+    store = MemoryStore(tmp_path)
+    store.ingest_signals(U, signals(1))
+    store.list_preferences(U)  # a state that ends where the next append begins
+    with store._storage.deferred_sync():  # type: ignore[attr-defined]
+        assert store._storage.append_positioned(U, []).durable  # nothing written, nothing deferred
+        store.ingest_signals(U, signals(1, 1), records=False)
+        memo = store._memo[U]
+        assert memo.end < os.path.getsize(tmp_path / U / "events.jsonl")  # not folded
+    assert len(store.list_preferences(U)) == 2
+    assert storage.event_count(U) == 2
+    store.close()
+
+
+def test_blocks_do_not_nest_and_an_empty_block_syncs_nothing(
+    tmp_path: Path, log_fsyncs: list[int]
+) -> None:
+    storage = FileStorage(tmp_path)
+    nested = pytest.raises(RuntimeError, match="do not nest")
+    with storage.deferred_sync(), nested, storage.deferred_sync():
+        pass
+    assert log_fsyncs[0] == 0
+
+
+def test_a_failed_fsync_at_the_end_fails_the_block_and_the_log_stays_sound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = MemoryStore(tmp_path)
+    storage = store._storage
+    assert isinstance(storage, FileStorage)
+    store.ingest_signals(U, signals(1))
+
+    def broken(path: Path, flags: int = os.O_RDONLY) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(deferred, "fsync_path", broken)
+    with pytest.raises(StorageError, match="fsync"), storage.deferred_sync():
+        store.ingest_signals(U, signals(2, 1), records=False)
+    monkeypatch.undo()
+    # the tail is read again: the next append continues the chain after what is in the file
+    store.ingest_signals(U, signals(1, 3))
+    assert [e.seq for e in assert_log_sound(tmp_path, U)] == [1, 2, 3, 4]
+    store.close()
+
+
+def test_a_reset_inside_the_block_leaves_nothing_to_sync(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    with store._storage.deferred_sync():  # type: ignore[attr-defined]
+        store.ingest_signals(U, signals(2), records=False)
+        store.reset_memory(U, "all")
+    assert store.list_preferences(U) == []
+    store.close()
+
+
+def test_a_synchronous_append_meanwhile_keeps_later_deferred_bytes_hidden(
+    tmp_path: Path,
+) -> None:
+    """Another thread's group commit syncs the whole file; a deferred write after it is
+    hidden again until the block ends."""
+    store = MemoryStore(tmp_path)
+    storage = store._storage
+    assert isinstance(storage, FileStorage)
+    with storage.deferred_sync():
+        store.ingest_signals(U, signals(1), records=False)
+        t = threading.Thread(target=store.ingest_signals, args=(U, signals(1, 1)))
+        t.start()
+        t.join()
+        assert storage.event_count(U) == 2  # its fsync made both durable
+        store.ingest_signals(U, signals(1, 2), records=False)
+        assert storage.event_count(U) == 2
+    assert storage.event_count(U) == 3
+    store.close()
+
+
+# -- the lane -----------------------------------------------------------------------------------
+def test_the_lane_answers_each_call_in_order_and_batches_them(
+    tmp_path: Path, log_fsyncs: list[int]
+) -> None:
+    store = MemoryStore(tmp_path)
+    store.ingest_signals(U, signals(1, 99))  # the log exists (creating it fsyncs too)
+    synced = log_fsyncs[0]
+    lane = IngestLane(store)
+    order: list[int] = []
+
+    def call(i: int) -> int:
+        if i == 7:
+            raise ValueError("call 7 is bad")
+        order.append(i)
+        store.ingest_signals(U, signals(1, i), records=False)
+        return i
+
+    async def main() -> list[Any]:
+        return await asyncio.gather(
+            *(lane.run(lambda i=i: call(i)) for i in range(40)), return_exceptions=True
+        )
+
+    results = asyncio.run(main())
+    assert lane.close(5)
+    assert results[:7] == list(range(7)) and results[8:] == list(range(8, 40))
+    assert isinstance(results[7], ValueError)  # its own error, to it alone
+    assert order == [i for i in range(40) if i != 7]  # arrival order
+    assert lane.calls == 40 and lane.batches < 40  # calls queued behind an fsync share it
+    assert log_fsyncs[0] - synced == lane.batches
+    assert len(assert_log_sound(tmp_path, U)) == 40
+    store.close()
+
+
+def test_a_batch_whose_fsync_fails_fails_every_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = MemoryStore(tmp_path)
+    lane = IngestLane(store)
+
+    def broken(path: Path, flags: int = os.O_RDONLY) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(deferred, "fsync_path", broken)
+
+    async def main() -> list[Any]:
+        def call() -> int:
+            return len(store.ingest_signals(U, signals(1), records=False))
+
+        return await asyncio.gather(lane.run(call), lane.run(lambda: 1), return_exceptions=True)
+
+    results = asyncio.run(main())
+    assert all(isinstance(r, StorageError) for r in results)
+    lane.close(5)
+    store.close()
+
+
+def test_a_closed_lane_runs_what_was_queued_and_refuses_more(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    lane = IngestLane(store)
+
+    async def main() -> int:
+        first = asyncio.ensure_future(lane.run(lambda: 1))
+        await asyncio.sleep(0)
+        assert await first == 1
+        return 0
+
+    asyncio.run(main())
+    assert lane.close(5)
+
+    async def after() -> None:
+        await lane.run(lambda: 2)
+
+    with pytest.raises(RuntimeError, match="closed"):
+        asyncio.run(after())
+    store.close()
+
+
+def test_a_store_without_deferred_sync_runs_calls_one_by_one() -> None:
+    class NoDeferral:
+        _storage = object()
+
+    lane = IngestLane(NoDeferral())  # type: ignore[arg-type]
+
+    async def main() -> list[int]:
+        return list(await asyncio.gather(*(lane.run(lambda i=i: i) for i in range(5))))
+
+    assert asyncio.run(main()) == [0, 1, 2, 3, 4]
+    assert lane.close(5)
+
+
+# -- the daemon ---------------------------------------------------------------------------------
+def test_the_daemon_ingests_through_the_lane_and_writers_share_fsyncs(
+    tmp_path: Path, log_fsyncs: list[int]
+) -> None:
+    clients, each = 8, 10
+    with ThreadedDaemon(DaemonConfig(root=tmp_path, port=0, user=U)) as d:
+        token = d.daemon.files.token_for(U)
+        lane = d.daemon.lane
+        assert lane is not None
+        acknowledged: list[str] = []
+        failures: list[str] = []
+        lock = threading.Lock()
+
+        def writer(c: int) -> None:
+            with httpx.Client(base_url=d.url, headers={"Authorization": f"Bearer {token}"}) as h:
+                for k in range(each):
+                    art = f"w{c}-{k}"
+                    event = {
+                        "event": "explicit_tag_applied", "user_id": U, "artifact_id": art,
+                        "session_id": "s", "tag_text": "love this",
+                        "timestamp": "2026-01-01T00:00:00Z",
+                        "artifact_meta": {"signals": [{"preference_type": "layout",
+                                                       "pattern": f"p{c}"}]},
+                    }  # fmt: skip
+                    r = h.post("/api/v1/events", json=event)
+                    with lock:
+                        if r.status_code == 200 and r.json()["accepted"] == 1:
+                            acknowledged.append(art)
+                        else:
+                            failures.append(r.text)
+
+        threads = [threading.Thread(target=writer, args=(c,)) for c in range(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert failures == []
+        assert lane.calls == clients * each
+        assert lane.batches < lane.calls
+    stored = {e.artifact_id for e in assert_log_sound(tmp_path, U)}
+    assert set(acknowledged) == stored and len(stored) == clients * each
+    assert log_fsyncs[0] < clients * each
