@@ -325,30 +325,48 @@ def retrieve_state(
     ignored = frozenset(ignore_global_for)
     key = ("retrieve", project_id, None if types is None else tuple(types), ignored)
 
-    def compute() -> RetrievalResult:
+    def compute() -> tuple[RetrievalResult, list[int]]:
         projects = {pid: b.records for pid, b in state.projects.items()}
         result = retrieve(
             state.global_records, projects, project_id, types, ignore_global_for=ignored
         )
         ex = state.export_record
-        return RetrievalResult(
+        exported = RetrievalResult(
             positives=[ex(r) for r in result.positives],
             negatives=[ex(r) for r in result.negatives],
             project_overrides=[ex(r) for r in result.project_overrides],
             diagnostics=result.diagnostics,
         )
+        return exported, nested_diagnostics(exported)
 
-    return copy_result(state.memoised(key, compute))
+    return copy_result(*state.memoised(key, compute))
 
 
-def copy_result(result: RetrievalResult) -> RetrievalResult:
+def nested_diagnostics(result: RetrievalResult) -> list[int]:
+    """The positions of ``result``'s diagnostics that hold a list or dict (the others are
+    flat: a shallow copy of one is a copy all the way down)."""
+    atoms = _ATOMS
+    return [
+        i
+        for i, d in enumerate(result.diagnostics)
+        if not all(type(v) in atoms for v in d.values())
+    ]
+
+
+def copy_result(result: RetrievalResult, nested: list[int] | None = None) -> RetrievalResult:
     """An independent copy of ``result``: its records copied, its diagnostics (JSON-like
-    dicts and lists) copied all the way down."""
+    dicts and lists) copied all the way down — those at the positions ``nested`` (default:
+    found here) deeply, the flat ones by a shallow copy."""
+    if nested is None:
+        nested = nested_diagnostics(result)
+    diagnostics = [d.copy() for d in result.diagnostics]
+    for i in nested:
+        diagnostics[i] = _copy_json(result.diagnostics[i])
     return RetrievalResult(
         positives=[r.copy() for r in result.positives],
         negatives=[r.copy() for r in result.negatives],
         project_overrides=[r.copy() for r in result.project_overrides],
-        diagnostics=[_copy_json(d) for d in result.diagnostics],
+        diagnostics=diagnostics,
     )
 
 
