@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -81,3 +83,19 @@ def tag(
         "session_id": "sess",
         "timestamp": ts,
     }
+
+
+@pytest.fixture
+def log_fsyncs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """Counts fsyncs of event logs; each takes at least 2 ms (a disk), so appends queue."""
+    count = [0]
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("events.jsonl"):
+            count[0] += 1
+            time.sleep(0.002)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    yield count

@@ -54,22 +54,6 @@ def sig(rng: random.Random, artifact: str) -> dict[str, Any]:
     ) | {"artifact_id": artifact}
 
 
-@pytest.fixture
-def log_fsyncs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """Counts fsyncs of event logs; each takes at least 2 ms (a disk), so appends queue."""
-    count = [0]
-    real = os.fsync
-
-    def fsync(fd: int) -> None:
-        if os.readlink(f"/proc/self/fd/{fd}").endswith("events.jsonl"):
-            count[0] += 1
-            time.sleep(0.002)
-        real(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
-    yield count
-
-
 def run_threads(n: int, work: Callable[[int], None]) -> None:
     errors: list[BaseException] = []
     start = threading.Barrier(n)

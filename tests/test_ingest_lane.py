@@ -15,8 +15,6 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,22 +31,6 @@ from tests.conftest import tag
 from tests.test_storage_durability import assert_log_sound
 
 U = "lane_user"
-
-
-@pytest.fixture
-def log_fsyncs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """Counts fsyncs of event logs; each takes 2 ms (a disk), so calls queue behind it."""
-    count = [0]
-    real = os.fsync
-
-    def fsync(fd: int) -> None:
-        if os.readlink(f"/proc/self/fd/{fd}").endswith("events.jsonl"):
-            count[0] += 1
-            time.sleep(0.002)
-        real(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
-    yield count
 
 
 def signals(n: int, start: int = 0) -> list[dict[str, Any]]:
