@@ -327,27 +327,45 @@ class Operator:
     def _conjugate_gradients_1(self, b: Any, x0: Any | None, tolerance: float) -> Any:
         """:meth:`_conjugate_gradients` for one column (``b``: n × 1), with the same
         arithmetic on the same arrays — the same products, sums and quotients, so the same
-        floats — and its step sizes and stopping tests as scalars instead of masks."""
+        floats — and its step sizes and stopping tests as scalars instead of masks.
+
+        Only the order of operands of a commutative product or sum and where a result is
+        written differ from the masked path (IEEE-754 ``a·b = b·a`` and ``a + b = b + a``,
+        signed zeros included): ``M p`` is ``Λ p`` with ``E A Eᵀ p`` added in place, and the
+        updates of ``x``, ``r`` and ``p`` are in place (``p ← z + β p`` as ``p ← p β + z``)."""
         import numpy as np
 
         precondition = self._preconditioner()
         dot = _column_dots()
-        bincount, concatenate = np.bincount, np.concatenate
+        bincount, multiply, take = np.bincount, np.multiply, np.take
         n0, has, level_of, level_bin = self.n0, self.has, self._level_of, self._level_bin
         rows, cols, vals, levels = self.rows, self.cols, self.vals, self.n - self.n0
         prior = self.prior[:, None]
         with_levels = levels > 0 and len(has) > 0
+        # the features with a type level, as a slice when they are consecutive (the common
+        # case: every type has a level): a view instead of a gather
+        span: Any = has
+        if len(has) and int(has[-1]) - int(has[0]) + 1 == len(has):
+            span = slice(int(has[0]), int(has[-1]) + 1)
+        u = np.empty(n0)
+        products = np.empty(len(rows))
 
         def apply(v: Any) -> Any:  # self.apply for one column: gram(v[:, 0]) + Λ v
-            u = v[:n0, 0].copy()
+            column = v[:, 0]
+            u[:] = column[:n0]
             if len(has):
-                u[has] += v[level_of, 0]
-            w = bincount(rows, weights=vals * u[cols], minlength=n0)
+                u[span] += column[level_of]
+            take(u, cols, out=products)
+            multiply(products, vals, out=products)  # vals · u[cols]
+            w = bincount(rows, weights=products, minlength=n0)
+            out = prior * v
+            q = out[:, 0]
+            q[:n0] += w  # (Λ v)ᵢ + wᵢ: the sum w + Λ v takes
             if with_levels:
-                w = concatenate((w, bincount(level_bin, weights=w[has], minlength=levels)))
+                q[n0:] += bincount(level_bin, weights=w[span], minlength=levels)
             elif levels:
-                w = concatenate((w, np.zeros(levels)))
-            return w[:, None] + prior * v
+                q[n0:] += 0.0  # the zeros the block path appends (a -0.0 becomes +0.0)
+            return out
 
         x = np.zeros(b.shape) if x0 is None else x0.copy()
         r = b.copy() if x0 is None else b - self.apply(x)
@@ -355,6 +373,7 @@ class Operator:
         z = precondition(r)
         p = z.copy()
         rz = dot("ij,ij->j", r, z)[0]
+        step = np.empty(b.shape)
         for _ in range(CG_MAX_STEPS):
             if not dot("ij,ij->j", r, r)[0] > limit:
                 break
@@ -366,11 +385,12 @@ class Operator:
                 x += 0.0 * p
                 break
             alpha = rz / pq
-            x += alpha * p
-            r -= alpha * q
+            x += multiply(p, alpha, out=step)
+            r -= multiply(q, alpha, out=step)
             z_new = precondition(r)
             rz_new = dot("ij,ij->j", r, z_new)[0]
-            p = z_new + (rz_new / rz) * p
+            p *= rz_new / rz
+            p += z_new
             rz = rz_new
         return x
 
