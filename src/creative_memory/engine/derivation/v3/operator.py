@@ -17,6 +17,9 @@ CG_TOLERANCE_EM: Final = 1e-9
 CG_MAX_STEPS: Final = 1000
 #: Buckets with at most this many unknowns are solved directly (LU), larger ones by CG.
 DENSE_MAX: Final = 256
+#: A product ``M v`` of at most this many columns is taken column by column (fewer and
+#: smaller scatter-adds than one over every entry × column; the same floats).
+COLUMNWISE_MAX: Final = 8
 
 
 def class_arrays(
@@ -286,6 +289,53 @@ class Operator:
             ).reshape(self.n - n0, k)
         return out
 
+    def _column_product(self) -> Callable[[Any, Any], None]:
+        """A function ``add(v, out)`` adding ``E A Eᵀ v`` for one column ``v`` (length n,
+        any stride) to ``out`` in place, with its own buffers (one per solve: an operator
+        kept on a fit may be used again later).
+
+        These are the floats of :meth:`_gram_block` (and so of :meth:`gram`): a scatter-add
+        over the entries sums each bin in entry order, whichever other columns share the
+        call, and ``out + w`` is ``w + out`` (IEEE-754 sums commute, signed zeros included).
+        Where the type levels are the block's appended zeros, ``out + 0.0`` is kept (a
+        ``-0.0`` becomes ``+0.0``)."""
+        import numpy as np
+
+        bincount, multiply, take = np.bincount, np.multiply, np.take
+        n0, has, level_of, level_bin = self.n0, self.has, self._level_of, self._level_bin
+        rows, cols, vals, levels = self.rows, self.cols, self.vals, self.n - self.n0
+        with_levels = levels > 0 and len(has) > 0
+        # the features with a type level, as a slice when they are consecutive (the common
+        # case: every type has a level): a view instead of a gather
+        span: Any = has
+        if len(has) and int(has[-1]) - int(has[0]) + 1 == len(has):
+            span = slice(int(has[0]), int(has[-1]) + 1)
+        u = np.empty(n0)
+        products = np.empty(len(rows))
+
+        def add(v: Any, out: Any) -> None:
+            u[:] = v[:n0]
+            if len(has):
+                u[span] += v[level_of]
+            take(u, cols, out=products)
+            multiply(products, vals, out=products)  # vals · u[cols]
+            w = bincount(rows, weights=products, minlength=n0)
+            out[:n0] += w
+            if with_levels:
+                out[n0:] += bincount(level_bin, weights=w[span], minlength=levels)
+            elif levels:
+                out[n0:] += 0.0
+
+        return add
+
+    def _apply_columns(self, v: Any, add: Callable[[Any, Any], None]) -> Any:
+        """``M v`` for ``v`` (n × k) column by column through ``add`` (see
+        :meth:`_column_product`): the floats of :meth:`apply`."""
+        out = self.prior[:, None] * v
+        for j in range(v.shape[1]):
+            add(v[:, j], out[:, j])
+        return out
+
     def _conjugate_gradients(self, b: Any, x0: Any | None, tolerance: float) -> Any:
         """Preconditioned conjugate gradients for every column of ``b`` (n × k) at once,
         from ``x0`` (default 0), each column with its own step sizes and its own stopping
@@ -297,31 +347,56 @@ class Operator:
 
     def _conjugate_gradients_masked(self, b: Any, x0: Any | None, tolerance: float) -> Any:
         """:meth:`_conjugate_gradients` with a mask of the columns still going: the
-        arithmetic that defines its result (the single-column path repeats it)."""
+        arithmetic that defines its result (the single-column path repeats it).
+
+        While every column is going, the masks select every quotient and update, and the
+        step is taken without them (in place, ``p ← z + β p`` as ``p ← p β + z``: IEEE-754
+        products and sums commute); ``M p`` is taken column by column for a few columns
+        (:meth:`_apply_columns`: the same floats as :meth:`apply`)."""
         import numpy as np
 
         precondition = self._preconditioner()
+        einsum, where, multiply = _column_dots(), np.where, np.multiply
+        k = b.shape[1]
+        if k <= COLUMNWISE_MAX:
+            add = self._column_product()
+
+            def apply(v: Any) -> Any:
+                return self._apply_columns(v, add)
+        else:
+            apply = self.apply
         x = np.zeros(b.shape) if x0 is None else x0.copy()
         r = b.copy() if x0 is None else b - self.apply(x)
-        limit = tolerance * tolerance * np.einsum("ij,ij->j", b, b)
+        limit = tolerance * tolerance * einsum("ij,ij->j", b, b)
         z = precondition(r)
         p = z.copy()
-        rz = np.einsum("ij,ij->j", r, z)
+        rz = einsum("ij,ij->j", r, z)
+        step = np.empty(b.shape)
         for _ in range(CG_MAX_STEPS):
-            active = np.einsum("ij,ij->j", r, r) > limit
+            active = einsum("ij,ij->j", r, r) > limit
             if not active.any():
                 break
-            q = self.apply(p)
-            pq = np.einsum("ij,ij->j", p, q)
+            q = apply(p)
+            pq = einsum("ij,ij->j", p, q)
             active &= pq > 0.0
-            alpha = np.where(active, rz / np.where(active, pq, 1.0), 0.0)
+            if active.all():
+                alpha = rz / pq
+                x += multiply(p, alpha, out=step)
+                r -= multiply(q, alpha, out=step)
+                z_new = precondition(r)
+                rz_new = einsum("ij,ij->j", r, z_new)
+                p *= rz_new / rz
+                p += z_new
+                rz = rz_new
+                continue
+            alpha = where(active, rz / where(active, pq, 1.0), 0.0)
             x += alpha * p
             r -= alpha * q
             z_new = precondition(r)
-            rz_new = np.einsum("ij,ij->j", r, z_new)
-            beta = np.where(active, rz_new / np.where(active, rz, 1.0), 0.0)
-            p = np.where(active, z_new + beta * p, p)
-            rz = np.where(active, rz_new, rz)
+            rz_new = einsum("ij,ij->j", r, z_new)
+            beta = where(active, rz_new / where(active, rz, 1.0), 0.0)
+            p = where(active, z_new + beta * p, p)
+            rz = where(active, rz_new, rz)
         return x
 
     def _conjugate_gradients_1(self, b: Any, x0: Any | None, tolerance: float) -> Any:
@@ -337,34 +412,13 @@ class Operator:
 
         precondition = self._preconditioner()
         dot = _column_dots()
-        bincount, multiply, take = np.bincount, np.multiply, np.take
-        n0, has, level_of, level_bin = self.n0, self.has, self._level_of, self._level_bin
-        rows, cols, vals, levels = self.rows, self.cols, self.vals, self.n - self.n0
+        multiply = np.multiply
+        add = self._column_product()
         prior = self.prior[:, None]
-        with_levels = levels > 0 and len(has) > 0
-        # the features with a type level, as a slice when they are consecutive (the common
-        # case: every type has a level): a view instead of a gather
-        span: Any = has
-        if len(has) and int(has[-1]) - int(has[0]) + 1 == len(has):
-            span = slice(int(has[0]), int(has[-1]) + 1)
-        u = np.empty(n0)
-        products = np.empty(len(rows))
 
-        def apply(v: Any) -> Any:  # self.apply for one column: gram(v[:, 0]) + Λ v
-            column = v[:, 0]
-            u[:] = column[:n0]
-            if len(has):
-                u[span] += column[level_of]
-            take(u, cols, out=products)
-            multiply(products, vals, out=products)  # vals · u[cols]
-            w = bincount(rows, weights=products, minlength=n0)
+        def apply(v: Any) -> Any:  # self.apply for one column: Λ v + gram(v[:, 0])
             out = prior * v
-            q = out[:, 0]
-            q[:n0] += w  # (Λ v)ᵢ + wᵢ: the sum w + Λ v takes
-            if with_levels:
-                q[n0:] += bincount(level_bin, weights=w[span], minlength=levels)
-            elif levels:
-                q[n0:] += 0.0  # the zeros the block path appends (a -0.0 becomes +0.0)
+            add(v[:, 0], out[:, 0])
             return out
 
         x = np.zeros(b.shape) if x0 is None else x0.copy()
