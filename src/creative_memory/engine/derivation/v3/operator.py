@@ -131,6 +131,7 @@ class Operator:
         self._off: tuple[Any, Any, Any] | None = None
         self._dense: Any = None
         self._border_cache: tuple[Any, Any, Any] | None = None
+        self._parts_cache: tuple[Any, tuple[Any, ...]] | None = None
         self._features: Any = None
 
     def gram(self, v: Any) -> Any:
@@ -211,6 +212,40 @@ class Operator:
             self._dense = ext @ a @ ext.T
         return self._dense
 
+    def _preconditioner_parts(self) -> tuple[Any, ...]:
+        """What ``P⁻¹`` needs at the current precisions (see :meth:`_preconditioner`):
+        ``(inv_d,)`` for the diagonal fallback, else ``(at, m_fb, s_inv, f_inv)`` — the
+        border's positions, ``M[features, border]``, ``S⁻¹`` and ``D_F⁻¹`` (a column).
+        Kept for the next call while the precisions are the same values (the solves after
+        a fit's last EM step run at its precisions)."""
+        import numpy as np
+
+        kept = self._parts_cache
+        if kept is not None and kept[0].tobytes() == self.prior.tobytes():
+            return kept[1]
+        prior = self.prior.copy()
+        d = self.gram_diag + prior
+        inv_d = 1.0 / d
+        parts: tuple[Any, ...] = (inv_d,)
+        border = self._border()
+        if border is not None:
+            at, m_fb, m_bb = border  # border positions, M[features, border], G[border, border]
+            f_inv = inv_d[self._features]
+            s_mat = m_bb + np.diag(prior[at]) - m_fb.T @ (f_inv[:, None] * m_fb)
+            try:
+                chol = np.linalg.cholesky(s_mat)
+            except np.linalg.LinAlgError:
+                pass
+            else:
+                lower_inv = np.linalg.inv(chol)
+                # ``L⁻ᵀ L⁻¹`` from two buffers, as two inversions gave: numpy may compute a
+                # product of one buffer with its own transpose by another BLAS routine
+                s_inv = lower_inv.T @ lower_inv.copy()
+                # f_inv as a column: the residuals are n × k (see _conjugate_gradients)
+                parts = (at, m_fb, s_inv, f_inv[:, None])
+        self._parts_cache = (prior, parts)
+        return parts
+
     def _preconditioner(self) -> Callable[[Any], Any]:
         """``P⁻¹`` for the current precisions, where ``P`` keeps the border of ``M`` exact
         (the intercept and the type levels, which touch every feature of their type) and
@@ -219,24 +254,12 @@ class Operator:
         not positive definite or there is no border."""
         import numpy as np
 
-        d = self.gram_diag + self.prior
-        inv_d = 1.0 / d
-        border = self._border()
-        if border is None:
+        parts = self._preconditioner_parts()
+        if len(parts) == 1:
+            inv_d = parts[0]
             return lambda r: inv_d[:, None] * r
-        at, m_fb, m_bb = border  # border positions, M[features, border], G[border, border]
-        f_inv = inv_d[self._features]
-        s_mat = m_bb + np.diag(self.prior[at]) - m_fb.T @ (f_inv[:, None] * m_fb)
-        try:
-            chol = np.linalg.cholesky(s_mat)
-        except np.linalg.LinAlgError:
-            return lambda r: inv_d[:, None] * r
-        lower_inv = np.linalg.inv(chol)
-        # ``L⁻ᵀ L⁻¹`` from two buffers, as two inversions gave: numpy may compute a product of
-        # one buffer with its own transpose by another BLAS routine (other roundings)
-        s_inv = lower_inv.T @ lower_inv.copy()
+        at, m_fb, s_inv, f_inv = parts
         n0 = self.n0
-        f_inv = f_inv[:, None]  # the residuals are n × k (see _conjugate_gradients)
         concatenate = np.concatenate
 
         def apply(r: Any) -> Any:
@@ -244,6 +267,43 @@ class Operator:
             rf = r[1:n0]
             y_b = s_inv @ (r[at] - m_fb.T @ (f_inv * rf))
             return concatenate((y_b[:1], f_inv * (rf - m_fb @ y_b), y_b[1:]))
+
+        return apply
+
+    def _preconditioner_into(self, r: Any, z: Any) -> Callable[[], None]:
+        """:meth:`_preconditioner` for one column, as ``z ← P⁻¹ r`` between two fixed
+        n × 1 arrays: the same products on arrays of the same shapes and layouts (each
+        matrix product the same BLAS call), written into buffers instead of new arrays."""
+        import numpy as np
+
+        parts = self._preconditioner_parts()
+        multiply, subtract, matmul, copyto = np.multiply, np.subtract, np.matmul, np.copyto
+        if len(parts) == 1:
+            inv_d = parts[0][:, None]
+
+            def jacobi() -> None:
+                multiply(inv_d, r, out=z)
+
+            return jacobi
+        at, m_fb, s_inv, f_inv = parts
+        n0, nb = self.n0, len(at)
+        rf, m_fb_t = r[1:n0], m_fb.T
+        t, m = np.empty((n0 - 1, 1)), np.empty((n0 - 1, 1))
+        g, h, y = np.empty((nb, 1)), np.empty((nb, 1)), np.empty((nb, 1))
+        z_head, z_mid, z_tail, y_head, y_tail = z[:1], z[1:n0], z[n0:], y[:1], y[1:]
+        take = r.take
+
+        def apply() -> None:
+            multiply(f_inv, rf, out=t)
+            matmul(m_fb_t, t, out=g)  # m_fb.T @ (f_inv * rf)
+            take(at, axis=0, out=h, mode="clip")  # r[at]
+            subtract(h, g, out=h)
+            matmul(s_inv, h, out=y)  # y_b
+            matmul(m_fb, y, out=m)
+            subtract(rf, m, out=z_mid)
+            multiply(f_inv, z_mid, out=z_mid)  # f_inv * (rf - m_fb @ y_b)
+            copyto(z_head, y_head)
+            copyto(z_tail, y_tail)
 
         return apply
 
@@ -301,7 +361,7 @@ class Operator:
         ``-0.0`` becomes ``+0.0``)."""
         import numpy as np
 
-        bincount, multiply, take = np.bincount, np.multiply, np.take
+        bincount, multiply = np.bincount, np.multiply
         n0, has, level_of, level_bin = self.n0, self.has, self._level_of, self._level_bin
         rows, cols, vals, levels = self.rows, self.cols, self.vals, self.n - self.n0
         with_levels = levels > 0 and len(has) > 0
@@ -312,17 +372,25 @@ class Operator:
             span = slice(int(has[0]), int(has[-1]) + 1)
         u = np.empty(n0)
         products = np.empty(len(rows))
+        gathered = np.empty(len(has))
+        u_span = u[span] if isinstance(span, slice) else None
+        copyto, add_to = np.copyto, np.add
 
         def add(v: Any, out: Any) -> None:
-            u[:] = v[:n0]
-            if len(has):
-                u[span] += v[level_of]
-            take(u, cols, out=products)
+            copyto(u, v[:n0])
+            if u_span is not None:
+                v.take(level_of, out=gathered, mode="clip")
+                add_to(u_span, gathered, out=u_span)  # u[has] + v[level_of]
+            elif len(has):
+                u[has] += v[level_of]
+            u.take(cols, out=products, mode="clip")
             multiply(products, vals, out=products)  # vals · u[cols]
             w = bincount(rows, weights=products, minlength=n0)
-            out[:n0] += w
+            head = out[:n0]
+            add_to(head, w, out=head)
             if with_levels:
-                out[n0:] += bincount(level_bin, weights=w[span], minlength=levels)
+                tail = out[n0:]
+                add_to(tail, bincount(level_bin, weights=w[span], minlength=levels), out=tail)
             elif levels:
                 out[n0:] += 0.0
 
@@ -410,28 +478,25 @@ class Operator:
         updates of ``x``, ``r`` and ``p`` are in place (``p ← z + β p`` as ``p ← p β + z``)."""
         import numpy as np
 
-        precondition = self._preconditioner()
         dot = _column_dots()
         multiply = np.multiply
         add = self._column_product()
         prior = self.prior[:, None]
-
-        def apply(v: Any) -> Any:  # self.apply for one column: Λ v + gram(v[:, 0])
-            out = prior * v
-            add(v[:, 0], out[:, 0])
-            return out
-
         x = np.zeros(b.shape) if x0 is None else x0.copy()
         r = b.copy() if x0 is None else b - self.apply(x)
+        z = np.empty(b.shape)
+        precondition = self._preconditioner_into(r, z)  # z ← P⁻¹ r
         limit = (tolerance * tolerance * dot("ij,ij->j", b, b))[0]
-        z = precondition(r)
+        precondition()
         p = z.copy()
         rz = dot("ij,ij->j", r, z)[0]
-        step = np.empty(b.shape)
+        q, step = np.empty(b.shape), np.empty(b.shape)
+        p_column, q_column = p[:, 0], q[:, 0]
         for _ in range(CG_MAX_STEPS):
             if not dot("ij,ij->j", r, r)[0] > limit:
                 break
-            q = apply(p)
+            multiply(prior, p, out=q)
+            add(p_column, q_column)  # q = Λ p + gram(p)
             pq = dot("ij,ij->j", p, q)[0]
             if not pq > 0.0:
                 # the masked steps would move nothing from here on but the sign of a zero
@@ -441,10 +506,10 @@ class Operator:
             alpha = rz / pq
             x += multiply(p, alpha, out=step)
             r -= multiply(q, alpha, out=step)
-            z_new = precondition(r)
-            rz_new = dot("ij,ij->j", r, z_new)[0]
+            precondition()
+            rz_new = dot("ij,ij->j", r, z)[0]
             p *= rz_new / rz
-            p += z_new
+            p += z
             rz = rz_new
         return x
 
