@@ -144,8 +144,9 @@ class ModelV3(Model):
 
     def _layout(self) -> tuple[Any, ...]:
         """The canonical layout of the unknowns (kept until a feature is added): features
-        in ``(type, pattern)`` order, the types with a level, each column's position, and
-        the position → type-level map."""
+        in ``(type, pattern)`` order, the types with a level, each column's position, the
+        position → type-level map, the column → position lookup and the features' keys in
+        that order (shared by the fits of one layout: read, never changed)."""
         import numpy as np
 
         if self._layout_cache is not None and self._layout_cache[0] == len(self.features):
@@ -158,7 +159,7 @@ class ModelV3(Model):
                 ftype[p] = n0 + tpos[k[0]]
         lookup = np.zeros(len(self.keys), dtype=np.int64)
         lookup[order] = np.arange(n0)
-        layout = (feats, types, order, pos, ftype, lookup)
+        layout = (feats, types, order, pos, ftype, lookup, [k for k, _ in feats])
         self._layout_cache = (len(self.features), layout)
         return layout
 
@@ -169,7 +170,7 @@ class ModelV3(Model):
         import numpy as np
 
         table = self.table
-        feats, types, order, pos, ftype, lookup = self._layout()
+        _, types, order, pos, ftype, lookup, keys = self._layout()
         n0 = len(order)
         n = n0 + len(types)
         classes = sorted(self.nrows)
@@ -242,7 +243,7 @@ class ModelV3(Model):
             b_kind=b_kind,
             operator=op,
             vectors=(beta_v[1:n0], var_vec[1:n0], bu[1:n0], br[1:n0]),
-            keys=[k for k, _ in feats],
+            keys=keys,
         )
         return self.fit
 

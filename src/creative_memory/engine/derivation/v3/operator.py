@@ -141,6 +141,12 @@ class Operator:
         if v.ndim == 2:
             if v.shape[1] == 1:  # one column: the vector product is cheaper
                 return self.gram(v[:, 0])[:, None]
+            if v.shape[1] <= COLUMNWISE_MAX:  # the same floats (see _column_product)
+                out = np.zeros(v.shape)
+                add = self._column_product()
+                for j in range(v.shape[1]):
+                    add(v[:, j], out[:, j])
+                return out
             return self._gram_block(v)
         n0, has = self.n0, self.has
         u = v[:n0].copy()
@@ -230,7 +236,7 @@ class Operator:
         border = self._border()
         if border is not None:
             at, m_fb, m_bb = border  # border positions, M[features, border], G[border, border]
-            f_inv = inv_d[self._features]
+            f_inv = inv_d[1 : self.n0]  # the features (see _border)
             s_mat = m_bb + np.diag(prior[at]) - m_fb.T @ (f_inv[:, None] * m_fb)
             try:
                 chol = np.linalg.cholesky(s_mat)
@@ -315,7 +321,7 @@ class Operator:
             at = np.concatenate([[0], np.arange(self.n0, self.n)]).astype(np.int64)
             eye = np.zeros((self.n, len(at)))
             eye[at, np.arange(len(at))] = 1.0
-            cols = self._gram_block(eye)
+            cols = self.gram(eye)
             self._features = np.arange(1, self.n0)
             self._border_cache = (at, cols[self._features], cols[at])
         return self._border_cache
