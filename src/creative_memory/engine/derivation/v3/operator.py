@@ -277,9 +277,9 @@ class Operator:
         return apply
 
     def _preconditioner_into(self, r: Any, z: Any) -> Callable[[], None]:
-        """:meth:`_preconditioner` for one column, as ``z ← P⁻¹ r`` between two fixed
-        n × 1 arrays: the same products on arrays of the same shapes and layouts (each
-        matrix product the same BLAS call), written into buffers instead of new arrays."""
+        """:meth:`_preconditioner` as ``z ← P⁻¹ r`` between two fixed n × k arrays: the
+        same products on arrays of the same shapes and layouts (each matrix product the
+        same BLAS call), written into buffers instead of new arrays."""
         import numpy as np
 
         parts = self._preconditioner_parts()
@@ -292,10 +292,10 @@ class Operator:
 
             return jacobi
         at, m_fb, s_inv, f_inv = parts
-        n0, nb = self.n0, len(at)
+        n0, nb, k = self.n0, len(at), r.shape[1]
         rf, m_fb_t = r[1:n0], m_fb.T
-        t, m = np.empty((n0 - 1, 1)), np.empty((n0 - 1, 1))
-        g, h, y = np.empty((nb, 1)), np.empty((nb, 1)), np.empty((nb, 1))
+        t, m = np.empty((n0 - 1, k)), np.empty((n0 - 1, k))
+        g, h, y = np.empty((nb, k)), np.empty((nb, k)), np.empty((nb, k))
         z_head, z_mid, z_tail, y_head, y_tail = z[:1], z[1:n0], z[n0:], y[:1], y[1:]
         take = r.take
 
@@ -429,22 +429,28 @@ class Operator:
         (:meth:`_apply_columns`: the same floats as :meth:`apply`)."""
         import numpy as np
 
-        precondition = self._preconditioner()
         einsum, where, multiply = _column_dots(), np.where, np.multiply
         k = b.shape[1]
+        prior = self.prior[:, None]
+        x = np.zeros(b.shape) if x0 is None else x0.copy()
+        r = b.copy() if x0 is None else b - self.apply(x)
+        z_new = np.empty(b.shape)
+        precondition = self._preconditioner_into(r, z_new)  # z_new ← P⁻¹ r
+        q = np.empty(b.shape)
         if k <= COLUMNWISE_MAX:
             add = self._column_product()
 
-            def apply(v: Any) -> Any:
-                return self._apply_columns(v, add)
+            def apply(v: Any) -> Any:  # q ← Λ v + gram(v), column by column
+                multiply(prior, v, out=q)
+                for j in range(k):
+                    add(v[:, j], q[:, j])
+                return q
         else:
             apply = self.apply
-        x = np.zeros(b.shape) if x0 is None else x0.copy()
-        r = b.copy() if x0 is None else b - self.apply(x)
         limit = tolerance * tolerance * einsum("ij,ij->j", b, b)
-        z = precondition(r)
-        p = z.copy()
-        rz = einsum("ij,ij->j", r, z)
+        precondition()
+        p = z_new.copy()
+        rz = einsum("ij,ij->j", r, p)
         step = np.empty(b.shape)
         for _ in range(CG_MAX_STEPS):
             active = einsum("ij,ij->j", r, r) > limit
@@ -457,7 +463,7 @@ class Operator:
                 alpha = rz / pq
                 x += multiply(p, alpha, out=step)
                 r -= multiply(q, alpha, out=step)
-                z_new = precondition(r)
+                precondition()
                 rz_new = einsum("ij,ij->j", r, z_new)
                 p *= rz_new / rz
                 p += z_new
@@ -466,7 +472,7 @@ class Operator:
             alpha = where(active, rz / where(active, pq, 1.0), 0.0)
             x += alpha * p
             r -= alpha * q
-            z_new = precondition(r)
+            precondition()
             rz_new = einsum("ij,ij->j", r, z_new)
             beta = where(active, rz_new / where(active, rz, 1.0), 0.0)
             p = where(active, z_new + beta * p, p)
