@@ -1,7 +1,8 @@
 """Version 3's conjugate gradients give exactly the floats of their plain arithmetic
 (docs/performance.md, "Version 3's first read (second pass)"): the column-by-column
 product ``M v``, the in-place steps of the one-column path, and the masked path's steps
-while every column is going, against the masked iteration as it was written first."""
+while every column is going, against the masked iteration as it was written first; and the
+layout kept across new features, against version 2's canonical layout."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+from creative_memory.engine.derivation.registry import new_state
+from creative_memory.engine.derivation.v3 import ModelV3
 from creative_memory.engine.derivation.v3.operator import (
     CG_MAX_STEPS,
     COLUMNWISE_MAX,
     Operator,
 )
-from tests.test_engine_speedups import big_model
+from tests.test_engine_speedups import big_model, history
 
 
 def plain_masked(op: Operator, b: Any, x0: Any | None, tolerance: float) -> Any:
@@ -137,3 +140,32 @@ def test_no_descent_stops_like_the_plain_masked_path() -> None:
                 assert op._conjugate_gradients(b, None, 1e-12).tobytes() == want.tobytes()
         finally:
             op.prior = prior
+
+
+def plain_layout(model: ModelV3) -> tuple[Any, ...]:
+    """The layout from version 2's canonical_layout, as the fit first built it."""
+    feats, types, tpos, order, pos = model.canonical_layout()
+    n0 = len(order)
+    ftype = np.full(n0, -1, dtype=np.int64)
+    for p, (k, _) in enumerate(feats, start=1):
+        if k[0] in tpos:
+            ftype[p] = n0 + tpos[k[0]]
+    lookup = np.zeros(len(model.keys), dtype=np.int64)
+    lookup[order] = np.arange(n0)
+    return feats, types, order, pos, ftype, lookup, [k for k, _ in feats]
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_the_layout_kept_across_new_features_is_the_canonical_one(seed: int) -> None:
+    state = new_state("3")
+    events = history(400, 90, seed)
+    for i, ev in enumerate(events):
+        state.apply(ev)
+        if i % 3 and i < 300:  # sometimes several features arrive between two layouts
+            continue
+        for model in state.models.values():  # type: ignore[attr-defined]
+            assert isinstance(model, ModelV3)
+            got, want = model._layout(), plain_layout(model)
+            assert got[:4] == want[:4] and got[6] == want[6]
+            assert got[4].tobytes() == want[4].tobytes()
+            assert got[5].tobytes() == want[5].tobytes()

@@ -4,6 +4,8 @@ above 0 (docs/engine.md, "Version 3")."""
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -85,7 +87,7 @@ class FitV3(Fit):
 class ModelV3(Model):
     """Version 2's statistics, fitted with the sparse operator and conjugate gradients."""
 
-    _layout_cache: tuple[int, tuple[Any, ...]] | None = None
+    _layout_cache: tuple[int, tuple[Any, ...], dict[str, int]] | None = None
 
     def __init__(self, table: Any) -> None:
         super().__init__(table)
@@ -146,21 +148,44 @@ class ModelV3(Model):
         """The canonical layout of the unknowns (kept until a feature is added): features
         in ``(type, pattern)`` order, the types with a level, each column's position, the
         position → type-level map, the column → position lookup and the features' keys in
-        that order (shared by the fits of one layout: read, never changed)."""
+        that order (shared by the fits of one layout: read, never changed).
+
+        Version 2's :meth:`~.Model.canonical_layout`; after features were added (they only
+        ever are, at the end of ``features``), each is inserted into the last layout's
+        sorted list instead of sorting them all again — the same list."""
         import numpy as np
 
-        if self._layout_cache is not None and self._layout_cache[0] == len(self.features):
-            return self._layout_cache[1]
-        feats, types, tpos, order, pos = self.canonical_layout()
+        count = len(self.features)
+        cached = self._layout_cache
+        if cached is not None and cached[0] == count:
+            return cached[1]
+        if cached is not None and cached[0] < count:
+            feats = list(cached[1][0])
+            sizes = dict(cached[2])
+            for key, f in itertools.islice(self.features.items(), cached[0], None):
+                bisect.insort(feats, (key, f.col))
+                sizes[key[0]] = sizes.get(key[0], 0) + 1
+        else:
+            feats = sorted((k, f.col) for k, f in self.features.items())
+            sizes = {}
+            for k, _ in feats:
+                sizes[k[0]] = sizes.get(k[0], 0) + 1
+        # a level for each type with two or more features (see canonical_layout)
+        types = sorted(t for t, c in sizes.items() if c > 1)
+        tpos = {t: i for i, t in enumerate(types)}
+        order = [0] + [c for _, c in feats]
+        pos = {c: p for p, c in enumerate(order)}
         n0 = len(order)
         ftype = np.full(n0, -1, dtype=np.int64)
-        for p, (k, _) in enumerate(feats, start=1):
-            if k[0] in tpos:
-                ftype[p] = n0 + tpos[k[0]]
+        start = 1  # the features are sorted by type: each type's are consecutive
+        for t in sorted(sizes):
+            if t in tpos:
+                ftype[start : start + sizes[t]] = n0 + tpos[t]
+            start += sizes[t]
         lookup = np.zeros(len(self.keys), dtype=np.int64)
         lookup[order] = np.arange(n0)
         layout = (feats, types, order, pos, ftype, lookup, [k for k, _ in feats])
-        self._layout_cache = (len(self.features), layout)
+        self._layout_cache = (count, layout, sizes)
         return layout
 
     def solve(self) -> Fit:
