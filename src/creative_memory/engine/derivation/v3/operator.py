@@ -368,7 +368,7 @@ class Operator:
         import numpy as np
 
         bincount, multiply = np.bincount, np.multiply
-        n0, has, level_of, level_bin = self.n0, self.has, self._level_of, self._level_bin
+        n0, has, level_of = self.n0, self.has, self._level_of
         rows, cols, vals, levels = self.rows, self.cols, self.vals, self.n - self.n0
         with_levels = levels > 0 and len(has) > 0
         # the features with a type level, as a slice when they are consecutive (the common
@@ -381,6 +381,10 @@ class Operator:
         gathered = np.empty(len(has))
         u_span = u[span] if isinstance(span, slice) else None
         copyto, add_to = np.copyto, np.add
+        # the level sums visit the features round-robin across the levels: each level's
+        # features still in their order, so each sum is the same, without one addition
+        # waiting on the previous one (in layout order a level's features are consecutive)
+        by_turn, turn_bin = self._level_turns()
 
         def add(v: Any, out: Any) -> None:
             copyto(u, v[:n0])
@@ -396,11 +400,30 @@ class Operator:
             add_to(head, w, out=head)
             if with_levels:
                 tail = out[n0:]
-                add_to(tail, bincount(level_bin, weights=w[span], minlength=levels), out=tail)
+                w.take(by_turn, out=gathered, mode="clip")  # w[has] in turns
+                add_to(tail, bincount(turn_bin, weights=gathered, minlength=levels), out=tail)
             elif levels:
                 out[n0:] += 0.0
 
         return add
+
+    def _level_turns(self) -> tuple[Any, Any]:
+        """The features with a level (positions, and their level bins) reordered by turns:
+        the first feature of every level, then the second of every level, … — each level's
+        features in their own order (kept with the structure: they depend on the layout)."""
+        import numpy as np
+
+        has, level_bin = self.has, self._level_bin
+        kept = self.structure.get("turns")
+        if kept is not None and kept[0] == (self.n0, self.n, len(has)):
+            return kept[1], kept[2]
+        order = np.argsort(level_bin, kind="stable")
+        ranked = level_bin[order]
+        within = np.empty(len(has), dtype=np.int64)
+        within[order] = np.arange(len(has)) - np.searchsorted(ranked, ranked, side="left")
+        turns = np.lexsort((level_bin, within))  # by turn, then by level
+        self.structure["turns"] = ((self.n0, self.n, len(has)), has[turns], level_bin[turns])
+        return has[turns], level_bin[turns]
 
     def _apply_columns(self, v: Any, add: Callable[[Any, Any], None]) -> Any:
         """``M v`` for ``v`` (n × k) column by column through ``add`` (see
