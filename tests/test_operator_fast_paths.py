@@ -2,7 +2,8 @@
 (docs/performance.md, "Version 3's first read (second pass)"): the column-by-column
 product ``M v``, the in-place steps of the one-column path, and the masked path's steps
 while every column is going, against the masked iteration as it was written first; and the
-layout kept across new features, against version 2's canonical layout."""
+layout kept across new features, against version 2's canonical layout; and the unique
+coordinates of the Neumann estimate, against ``numpy.unique``."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from creative_memory.engine.derivation.v3.operator import (
     CG_MAX_STEPS,
     COLUMNWISE_MAX,
     Operator,
+    unique_coordinates,
 )
 from tests.test_engine_speedups import big_model, history
 
@@ -169,3 +171,18 @@ def test_the_layout_kept_across_new_features_is_the_canonical_one(seed: int) -> 
             assert got[:4] == want[:4] and got[6] == want[6]
             assert got[4].tobytes() == want[4].tobytes()
             assert got[5].tobytes() == want[5].tobytes()
+
+
+@pytest.mark.parametrize("n", [1, 2, 300, 1 << 16, (1 << 16) + 1])
+def test_unique_coordinates_are_numpys_unique(n: int) -> None:
+    rng = np.random.default_rng(n)
+    for size in (0, 1, 50, 5_000):
+        rows = rng.integers(0, n, size).astype(np.int64)
+        cols = rng.integers(0, n, size).astype(np.int64)
+        rows[size // 2 :] = rows[: size - size // 2]  # repeated coordinates
+        cols[size // 2 :] = cols[: size - size // 2]
+        keys, where = unique_coordinates(rows, cols, n)
+        want_keys, want_where = np.unique(rows * n + cols, return_inverse=True)
+        assert keys.dtype == want_keys.dtype and where.dtype == want_where.dtype
+        assert keys.tobytes() == want_keys.tobytes()
+        assert where.tobytes() == want_where.tobytes()

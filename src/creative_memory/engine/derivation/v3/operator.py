@@ -69,6 +69,27 @@ def class_arrays(
     return out
 
 
+def unique_coordinates(rows: Any, cols: Any, n: int) -> tuple[Any, Any]:
+    """``numpy.unique(rows · n + cols, return_inverse=True)`` for coordinates below ``n``:
+    the sorted distinct keys and each entry's index among them — one answer, however it
+    is found. Below 2¹⁶ positions, by two stable sorts of 16-bit coordinates (columns,
+    then rows: numpy sorts those by radix) instead of one general sort of the keys."""
+    import numpy as np
+
+    keys = rows * n + cols
+    if n > 1 << 16 or not len(keys):
+        return np.unique(keys, return_inverse=True)
+    order = cols.astype(np.uint16).argsort(kind="stable")
+    order = order[rows.astype(np.uint16)[order].argsort(kind="stable")]
+    ranked = keys[order]
+    first = np.empty(len(ranked), dtype=bool)
+    first[0] = True
+    np.not_equal(ranked[1:], ranked[:-1], out=first[1:])
+    where = np.empty(len(keys), dtype=np.intp)
+    where[order] = np.cumsum(first) - 1
+    return ranked[first], where
+
+
 def _column_dots() -> Callable[..., Any]:
     """``numpy.einsum`` itself, without its Python wrapper where numpy exposes it (the same
     C function: the same sums; the wrapper only forwards to it when ``optimize`` is off)."""
@@ -187,7 +208,7 @@ class Operator:
             both = to_level & from_level
             rows = np.concatenate([r, r[to_level], tr[from_level], tr[both]])
             cols = np.concatenate([c, tc[to_level], c[from_level], tc[both]])
-            keys, where = np.unique(rows * self.n + cols, return_inverse=True)
+            keys, where = unique_coordinates(rows, cols, self.n)
             ur, uc = keys // self.n, keys % self.n
             off = ur != uc
             shared.update(
