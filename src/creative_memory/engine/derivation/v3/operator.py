@@ -458,7 +458,12 @@ class Operator:
         """Preconditioned conjugate gradients for every column of ``b`` (n × k) at once,
         from ``x0`` (default 0), each column with its own step sizes and its own stopping
         test (``‖r‖ ≤ tolerance · ‖b‖``) — a converged column is left as it is while the
-        others go on."""
+        others go on. The iterations keep their arrays in C order (every caller's order:
+        their buffers and matrix products assume it)."""
+        import numpy as np
+
+        b = np.ascontiguousarray(b)
+        x0 = None if x0 is None else np.ascontiguousarray(x0)
         if b.shape[1] == 1:
             return self._conjugate_gradients_1(b, x0, tolerance)
         return self._conjugate_gradients_masked(b, x0, tolerance)
