@@ -8,6 +8,7 @@ import bisect
 import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 from creative_memory.engine.derivation.v2.features import Feature, FeatureKey
@@ -18,6 +19,11 @@ from creative_memory.engine.derivation.v3.operator import (
     Operator,
     class_arrays,
 )
+
+
+def positions(keys: list[FeatureKey]) -> dict[FeatureKey, int]:
+    """Each key's position in ``keys`` (one dict built in C: ``{k: i for i, k in …}``)."""
+    return dict(zip(keys, range(len(keys)), strict=True))
 
 
 def needs_exact_variance(beta: Any, threshold: Any, n0: int) -> list[int]:
@@ -66,6 +72,7 @@ class FitV3(Fit):
     # unary and reinforcing contributions
     vectors: tuple[Any, Any, Any, Any] | None = None
     keys: list[tuple[str, str]] | None = None
+    index: dict[tuple[str, str], int] | None = None  # key → its position in keys
 
     def variance(self, col: int) -> float:
         """The exact ``σ² [M⁻¹]_ff`` of column ``col`` (computed once, then kept)."""
@@ -107,10 +114,13 @@ class ModelV3(Model):
         """Note that every feature may have changed (a decay pass)."""
         self._info = None
 
-    def feature_info(self, keys: list[FeatureKey]) -> Any:
+    def feature_info(
+        self, keys: list[FeatureKey], index: dict[FeatureKey, int] | None = None
+    ) -> Any:
         """Per feature of ``keys`` (the canonical layout's), as int64 columns: support for,
         support against, decay steps, archived, events, ``decay_at_ms`` — read again only
-        for the features changed since the last call (a copy: the caller may keep it)."""
+        for the features changed since the last call (a copy: the caller may keep it).
+        ``index``: each key's position in ``keys``, when the caller has it."""
         import numpy as np
 
         features = self.features
@@ -126,8 +136,8 @@ class ModelV3(Model):
         elif cached is not None and cached[0] < len(keys) == len(features):
             # new features (a new layout): the others' rows moved, read again only if touched
             _, old_index, old_info = cached
-            index = {k: i for i, k in enumerate(keys)}
-            at = np.array([old_index.get(k, -1) for k in keys], dtype=np.int64)
+            index = positions(keys) if index is None else index
+            at = np.fromiter(map(old_index.get, keys, repeat(-1)), dtype=np.int64, count=len(keys))
             info = old_info[np.maximum(at, 0)]
             for i in np.flatnonzero(at < 0).tolist():
                 info[i] = row(features[keys[i]])
@@ -136,7 +146,7 @@ class ModelV3(Model):
             self._info = (len(keys), index, info)
         else:
             info = np.array([row(features[k]) for k in keys], dtype=np.int64).reshape(-1, 6)
-            index = {k: i for i, k in enumerate(keys)}
+            index = positions(keys) if index is None else index
             self._info = (len(keys), index, info)
         self._touched.clear()
         return info.copy()
@@ -147,8 +157,9 @@ class ModelV3(Model):
     def _layout(self) -> tuple[Any, ...]:
         """The canonical layout of the unknowns (kept until a feature is added): features
         in ``(type, pattern)`` order, the types with a level, each column's position, the
-        position → type-level map, the column → position lookup and the features' keys in
-        that order (shared by the fits of one layout: read, never changed).
+        position → type-level map, the column → position lookup, the features' keys in
+        that order and each key's position (shared by the fits of one layout: read, never
+        changed).
 
         Version 2's :meth:`~.Model.canonical_layout`; after features were added (they only
         ever are, at the end of ``features``), each is inserted into the last layout's
@@ -184,7 +195,8 @@ class ModelV3(Model):
             start += sizes[t]
         lookup = np.zeros(len(self.keys), dtype=np.int64)
         lookup[order] = np.arange(n0)
-        layout = (feats, types, order, pos, ftype, lookup, [k for k, _ in feats])
+        keys = [k for k, _ in feats]
+        layout = (feats, types, order, pos, ftype, lookup, keys, positions(keys))
         self._layout_cache = (count, layout, sizes)
         return layout
 
@@ -195,7 +207,7 @@ class ModelV3(Model):
         import numpy as np
 
         table = self.table
-        _, types, order, pos, ftype, lookup, keys = self._layout()
+        _, types, order, pos, ftype, lookup, keys, index = self._layout()
         n0 = len(order)
         n = n0 + len(types)
         classes = sorted(self.nrows)
@@ -269,6 +281,7 @@ class ModelV3(Model):
             operator=op,
             vectors=(beta_v[1:n0], var_vec[1:n0], bu[1:n0], br[1:n0]),
             keys=keys,
+            index=index,
         )
         return self.fit
 
