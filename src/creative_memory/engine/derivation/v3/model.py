@@ -4,8 +4,11 @@ above 0 (docs/engine.md, "Version 3")."""
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 from creative_memory.engine.derivation.v2.features import Feature, FeatureKey
@@ -16,6 +19,11 @@ from creative_memory.engine.derivation.v3.operator import (
     Operator,
     class_arrays,
 )
+
+
+def positions(keys: list[FeatureKey]) -> dict[FeatureKey, int]:
+    """Each key's position in ``keys`` (one dict built in C: ``{k: i for i, k in …}``)."""
+    return dict(zip(keys, range(len(keys)), strict=True))
 
 
 def needs_exact_variance(beta: Any, threshold: Any, n0: int) -> list[int]:
@@ -64,6 +72,7 @@ class FitV3(Fit):
     # unary and reinforcing contributions
     vectors: tuple[Any, Any, Any, Any] | None = None
     keys: list[tuple[str, str]] | None = None
+    index: dict[tuple[str, str], int] | None = None  # key → its position in keys
 
     def variance(self, col: int) -> float:
         """The exact ``σ² [M⁻¹]_ff`` of column ``col`` (computed once, then kept)."""
@@ -85,7 +94,7 @@ class FitV3(Fit):
 class ModelV3(Model):
     """Version 2's statistics, fitted with the sparse operator and conjugate gradients."""
 
-    _layout_cache: tuple[int, tuple[Any, ...]] | None = None
+    _layout_cache: tuple[int, tuple[Any, ...], dict[str, int]] | None = None
 
     def __init__(self, table: Any) -> None:
         super().__init__(table)
@@ -105,10 +114,13 @@ class ModelV3(Model):
         """Note that every feature may have changed (a decay pass)."""
         self._info = None
 
-    def feature_info(self, keys: list[FeatureKey]) -> Any:
+    def feature_info(
+        self, keys: list[FeatureKey], index: dict[FeatureKey, int] | None = None
+    ) -> Any:
         """Per feature of ``keys`` (the canonical layout's), as int64 columns: support for,
         support against, decay steps, archived, events, ``decay_at_ms`` — read again only
-        for the features changed since the last call (a copy: the caller may keep it)."""
+        for the features changed since the last call (a copy: the caller may keep it).
+        ``index``: each key's position in ``keys``, when the caller has it."""
         import numpy as np
 
         features = self.features
@@ -124,8 +136,8 @@ class ModelV3(Model):
         elif cached is not None and cached[0] < len(keys) == len(features):
             # new features (a new layout): the others' rows moved, read again only if touched
             _, old_index, old_info = cached
-            index = {k: i for i, k in enumerate(keys)}
-            at = np.array([old_index.get(k, -1) for k in keys], dtype=np.int64)
+            index = positions(keys) if index is None else index
+            at = np.fromiter(map(old_index.get, keys, repeat(-1)), dtype=np.int64, count=len(keys))
             info = old_info[np.maximum(at, 0)]
             for i in np.flatnonzero(at < 0).tolist():
                 info[i] = row(features[keys[i]])
@@ -134,7 +146,7 @@ class ModelV3(Model):
             self._info = (len(keys), index, info)
         else:
             info = np.array([row(features[k]) for k in keys], dtype=np.int64).reshape(-1, 6)
-            index = {k: i for i, k in enumerate(keys)}
+            index = positions(keys) if index is None else index
             self._info = (len(keys), index, info)
         self._touched.clear()
         return info.copy()
@@ -144,22 +156,48 @@ class ModelV3(Model):
 
     def _layout(self) -> tuple[Any, ...]:
         """The canonical layout of the unknowns (kept until a feature is added): features
-        in ``(type, pattern)`` order, the types with a level, each column's position, and
-        the position → type-level map."""
+        in ``(type, pattern)`` order, the types with a level, each column's position, the
+        position → type-level map, the column → position lookup, the features' keys in
+        that order and each key's position (shared by the fits of one layout: read, never
+        changed).
+
+        Version 2's :meth:`~.Model.canonical_layout`; after features were added (they only
+        ever are, at the end of ``features``), each is inserted into the last layout's
+        sorted list instead of sorting them all again — the same list."""
         import numpy as np
 
-        if self._layout_cache is not None and self._layout_cache[0] == len(self.features):
-            return self._layout_cache[1]
-        feats, types, tpos, order, pos = self.canonical_layout()
+        count = len(self.features)
+        cached = self._layout_cache
+        if cached is not None and cached[0] == count:
+            return cached[1]
+        if cached is not None and cached[0] < count:
+            feats = list(cached[1][0])
+            sizes = dict(cached[2])
+            for key, f in itertools.islice(self.features.items(), cached[0], None):
+                bisect.insort(feats, (key, f.col))
+                sizes[key[0]] = sizes.get(key[0], 0) + 1
+        else:
+            feats = sorted((k, f.col) for k, f in self.features.items())
+            sizes = {}
+            for k, _ in feats:
+                sizes[k[0]] = sizes.get(k[0], 0) + 1
+        # a level for each type with two or more features (see canonical_layout)
+        types = sorted(t for t, c in sizes.items() if c > 1)
+        tpos = {t: i for i, t in enumerate(types)}
+        order = [0] + [c for _, c in feats]
+        pos = {c: p for p, c in enumerate(order)}
         n0 = len(order)
         ftype = np.full(n0, -1, dtype=np.int64)
-        for p, (k, _) in enumerate(feats, start=1):
-            if k[0] in tpos:
-                ftype[p] = n0 + tpos[k[0]]
+        start = 1  # the features are sorted by type: each type's are consecutive
+        for t in sorted(sizes):
+            if t in tpos:
+                ftype[start : start + sizes[t]] = n0 + tpos[t]
+            start += sizes[t]
         lookup = np.zeros(len(self.keys), dtype=np.int64)
         lookup[order] = np.arange(n0)
-        layout = (feats, types, order, pos, ftype, lookup)
-        self._layout_cache = (len(self.features), layout)
+        keys = [k for k, _ in feats]
+        layout = (feats, types, order, pos, ftype, lookup, keys, positions(keys))
+        self._layout_cache = (count, layout, sizes)
         return layout
 
     def solve(self) -> Fit:
@@ -169,7 +207,7 @@ class ModelV3(Model):
         import numpy as np
 
         table = self.table
-        feats, types, order, pos, ftype, lookup = self._layout()
+        _, types, order, pos, ftype, lookup, keys, index = self._layout()
         n0 = len(order)
         n = n0 + len(types)
         classes = sorted(self.nrows)
@@ -242,7 +280,8 @@ class ModelV3(Model):
             b_kind=b_kind,
             operator=op,
             vectors=(beta_v[1:n0], var_vec[1:n0], bu[1:n0], br[1:n0]),
-            keys=[k for k, _ in feats],
+            keys=keys,
+            index=index,
         )
         return self.fit
 

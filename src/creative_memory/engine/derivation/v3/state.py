@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import math
 import operator
+from itertools import repeat
 from typing import Any
 
 from creative_memory.engine.derivation.v2.features import content_id
 from creative_memory.engine.derivation.v2.model import Model
 from creative_memory.engine.derivation.v2.state import QUIET, DerivedStateV2
-from creative_memory.engine.derivation.v3.model import FitV3, ModelV3
+from creative_memory.engine.derivation.v3.model import FitV3, ModelV3, positions
 from creative_memory.engine.ids import bucket_of_scope, scope_of
 from creative_memory.engine.models import DecayResult, Preference
 
@@ -79,7 +80,7 @@ class DerivedStateV3(DerivedStateV2):
         keys = fit.keys
         # per feature: support for / against, decay steps, archived, events, decay_at_ms
         assert isinstance(model, ModelV3)
-        info = model.feature_info(keys)
+        info = model.feature_info(keys, fit.index)
         positive = np.where(beta != 0.0, beta > 0.0, info[:, 0] >= info[:, 1])
         sd = np.sqrt(np.maximum(var, 0.0))
         z = np.where(positive, z_pos, z_neg)
@@ -103,8 +104,10 @@ class DerivedStateV3(DerivedStateV2):
                 at = np.arange(len(keys))
                 new = np.zeros(len(keys), dtype=bool)
             else:  # new features: each key's position in the previous materialisation
-                index = {k: i for i, k in enumerate(keys)}
-                at = np.array([p_index.get(k, -1) for k in keys], dtype=np.int64)
+                index = positions(keys) if fit.index is None else fit.index
+                at = np.fromiter(
+                    map(p_index.get, keys, repeat(-1)), dtype=np.int64, count=len(keys)
+                )
                 new = at < 0
                 at = np.where(new, 0, at)
             changed = (
@@ -122,7 +125,7 @@ class DerivedStateV3(DerivedStateV2):
             replaced = [p_recs[j] for j in np.flatnonzero(~kept).tolist()]
             todo = np.flatnonzero(changed).tolist()
         else:
-            index = {k: i for i, k in enumerate(keys)}
+            index = positions(keys) if fit.index is None else fit.index
             out = [QUIET] * len(keys)
             todo = list(range(len(keys)))
         scope = scope_of(bucket_id)
