@@ -1,7 +1,8 @@
 """The cold-derivation fast paths give exactly what the plain ones give (docs/performance.md,
 "Cold derivation (second pass)"): version 2's inlined bulk fold (versions 3 and 4 fold
 through it) is one ``apply`` per event, whole or in chunks, with the records materialised
-between chunks or not."""
+between chunks or not; ``ts_to_ms`` with its minute-of-day memo is the plain formula.
+Version 1's bulk fold is compared with ``apply`` in tests/test_engine_speedups.py."""
 
 from __future__ import annotations
 
@@ -14,7 +15,13 @@ import pytest
 from creative_memory.engine.derivation.registry import new_state
 from creative_memory.engine.derivation.v2.state import DerivedStateV2
 from creative_memory.engine.events import Event, build_signal_event
-from creative_memory.engine.timeutil import format_ts
+from creative_memory.engine.timeutil import (
+    _NORMALISED_RE,
+    _days_from_civil,
+    format_ts,
+    try_parse_ts,
+    ts_to_ms,
+)
 from tests.test_engine_speedups import T0, TYPES, history
 
 KINDS = ("thumbs_up", "thumbs_down", "explicit_tag", "repeated_acceptance", "manual_refinement")
@@ -127,3 +134,30 @@ def test_version_2_bulk_fold_keeps_the_order_check() -> None:
     reference = one_by_one("3", [*events[:200], events[250]])
     assert isinstance(state, DerivedStateV2) and isinstance(reference, DerivedStateV2)
     assert state.dump_extra() == reference.dump_extra()
+
+
+def plain_ts_to_ms(text: str) -> int:
+    """``ts_to_ms`` as it was before its minute-of-day memo (the reference)."""
+    if _NORMALISED_RE.fullmatch(text):
+        days = _days_from_civil(int(text[0:4]), int(text[5:7]), int(text[8:10]))
+        return (
+            ((days * 24 + int(text[11:13])) * 60 + int(text[14:16])) * 60 + int(text[17:19])
+        ) * 1000 + int(text[20:23])
+    ms = try_parse_ts(text)
+    assert ms is not None
+    return ms
+
+
+def test_ts_to_ms_is_the_plain_formula() -> None:
+    rng = random.Random(5)
+    texts = [
+        format_ts(rng.randrange(-62_000_000_000_000, 253_000_000_000_000)) for _ in range(20_000)
+    ]
+    texts += [format_ts(T0 + i * 60_000) for i in range(3_000)]  # the memos wrap around
+    # any Unicode decimal digit is a digit of the normalised form (and of int())
+    wide = str.maketrans("0123456789", "０１２３４５６７８９")
+    arabic = str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩")
+    texts += [t.translate(wide) for t in texts[:50]] + [t.translate(arabic) for t in texts[:50]]
+    texts += ["2025-01-01T00:00:00Z", "2025-01-01", "2025-01-01T23:59:59.9999+05:30"]
+    for text in texts:
+        assert ts_to_ms(text) == plain_ts_to_ms(text), text
