@@ -39,18 +39,52 @@ def _row_key(ev: SignalEvent) -> tuple[Any, ...]:
     )
 
 
+def _look_up(state: DerivedStateV2, pid: str | None, key: Any, kind: str, positive: bool) -> Any:
+    """What ``fold_signal`` looks up (and creates, in its order) for the first signal of a
+    (bucket, feature, kind, polarity) in a fold: the model (with its bucket), the feature
+    (noted as touched by a model that notes them), the statistics ``Model.add_row``
+    updates for a one-column row of ``kind``, and ``Feature.count``'s counter pair."""
+    rule = state.table.kinds[kind]
+    model = state.model(pid)
+    f = model.features.get(key)
+    touched = model.touched_keys()
+    if f is None:
+        f = model.feature(key)
+    elif touched is not None:
+        touched.add(key)
+    w = rule.weight
+    xx = model.xx.setdefault(rule.noise, {})  # Model.add_row's first look-ups, in its order
+    xy = model.xy.setdefault(kind, {})
+    col = f.col
+    return (
+        model,
+        f,
+        touched,
+        w,
+        w if positive else -w,  # w·y·x // denom, x = 1, denom = 1
+        rule.noise,
+        rule.reinforcing,
+        xx,
+        xy,
+        col,
+        (col, col),
+        f.counts.setdefault(kind, [0, 0]),  # Feature.count
+        0 if positive else 1,
+    )
+
+
 def fold_inline(state: DerivedStateV2, events: Iterable[Event]) -> None:
     """Fold ``events`` into ``state`` as one ``state.apply`` per event would (with
     ``state._quiet`` set by the caller), inlining a signal that opens a new row."""
-    kinds = state.table.kinds
     decay_ms = state.table.decay_days * MS_PER_DAY
-    # per bucket: its model, the model's features, the set it notes touched keys in,
-    # and per kind (weight, noise class, reinforcing, the class's Σ w·xᵢ·xⱼ, the kind's
-    # Σ w·y·x) once a row of that kind went into the model in this fold
-    buckets: dict[str | None, tuple[Any, Any, Any, dict[str, tuple[Any, ...]]]] = {}
+    # per (bucket, type, pattern, kind, polarity) of an inlined signal: what _look_up
+    # found (the objects stay the same for the whole fold: nothing replaces a model, a
+    # feature, a statistics dictionary or a counter pair, and none loses a key)
+    found: dict[tuple[str | None, str, str, str, str], Any] = {}
     row_ev: SignalEvent | None = None  # opened the open row (state._row is stale then)
     row_bucket: str | None = None
     row_col = 0
+    last_at, last_ms = "", 0  # the last time read by Feature.touch (verdicts share one)
     try:
         for ev in events:
             if type(ev) is SignalEvent and (ev.seq > state.last_seq or not state.event_count):
@@ -76,54 +110,38 @@ def fold_inline(state: DerivedStateV2, events: Iterable[Event]) -> None:
                 if inline:
                     state.last_seq = ev.seq  # DerivedState.apply
                     state.event_count += 1
-                    rule = kinds[kind]  # fold_signal
-                    entry = buckets.get(pid)
-                    if entry is None:
-                        model = state.model(pid)
-                        entry = buckets[pid] = (model, model.features, model.touched_keys(), {})
-                    model, features, touched, per_kind = entry
-                    key = (ev.preference_type, ev.pattern)
-                    f = features.get(key)
-                    if f is None:
-                        f = model.feature(key)
-                    elif touched is not None:
-                        touched.add(key)
-                    positive = ev.polarity == "positive"
-                    stats = per_kind.get(kind)
-                    if stats is None:  # Model.add_row's first look-ups, in its order
-                        stats = per_kind[kind] = (
-                            rule.weight,
-                            rule.noise,
-                            rule.reinforcing,
-                            model.xx.setdefault(rule.noise, {}),
-                            model.xy.setdefault(kind, {}),
+                    polarity = ev.polarity
+                    at_key = (pid, ev.preference_type, ev.pattern, kind, polarity)
+                    seen = found.get(at_key)
+                    if seen is None:
+                        key = (at_key[1], at_key[2])
+                        seen = found[at_key] = _look_up(
+                            state, pid, key, kind, polarity == "positive"
                         )
-                    w, noise, reinforcing, xx, xy = stats
-                    # Model.add_row(kind, [(col, 1)], y): one column, x = 1, denom = 1
+                    elif seen[2] is not None:  # ModelV3.feature notes the key
+                        seen[2].add((at_key[1], at_key[2]))
+                    model, f, _, w, wy, noise, reinforcing, xx, xy, col, diag, counts, side = seen
+                    # Model.add_row(kind, [(col, 1)], y)
                     yy, nrows = model.yy, model.nrows
                     yy[noise] = yy.get(noise, 0) + w
                     nrows[noise] = nrows.get(noise, 0) + 1
-                    col = f.col
-                    xy[col] = xy.get(col, 0) + (w if positive else -w)
-                    diag = (col, col)
+                    xy[col] = xy.get(col, 0) + wy
                     xx[diag] = xx.get(diag, 0) + w
                     model.fit = None
                     row_ev, row_bucket, row_col = ev, pid, col
-                    side = 0 if positive else 1  # Feature.count
-                    counts = f.counts.get(kind)
-                    if counts is None:
-                        counts = f.counts[kind] = [0, 0]
-                    counts[side] += 1
+                    counts[side] += 1  # Feature.count
                     if reinforcing:
                         f.support[side] += 1
                     tag = ev.tag_text
                     if tag:
                         f.tags.add(tag)
                     at = ev.at  # Feature.touch
-                    ms = ts_to_ms(at)
+                    if at != last_at:
+                        last_ms = ts_to_ms(at)
+                        last_at = at
                     f.events += 1
-                    if ms >= f.last_ms or not f.last_seen:
-                        f.last_ms = ms
+                    if last_ms >= f.last_ms or not f.last_seen:
+                        f.last_ms = last_ms
                         f.last_seen = at
                     f.decay_at_ms = f.last_ms + decay_ms
                     f.decay_steps = 0
