@@ -1,8 +1,9 @@
 """The cold-derivation fast paths give exactly what the plain ones give (docs/performance.md,
 "Cold derivation (second pass)"): version 2's inlined bulk fold (versions 3 and 4 fold
 through it) is one ``apply`` per event, whole or in chunks, with the records materialised
-between chunks or not; ``ts_to_ms`` with its minute-of-day memo is the plain formula.
-Version 1's bulk fold is compared with ``apply`` in tests/test_engine_speedups.py."""
+between chunks or not; version 1's bulk fold, keeping the records it found eligible, on
+shadows that name records of other keys (tests/test_engine_speedups.py compares it on
+mixed histories); ``ts_to_ms`` with its minute-of-day memo is the plain formula."""
 
 from __future__ import annotations
 
@@ -14,9 +15,15 @@ import pytest
 
 from creative_memory.engine.derivation.registry import new_state
 from creative_memory.engine.derivation.v2.state import DerivedStateV2
-from creative_memory.engine.events import Event, build_signal_event
+from creative_memory.engine.events import (
+    DecayPassEvent,
+    Event,
+    LegacyRecordEvent,
+    build_signal_event,
+)
 from creative_memory.engine.timeutil import (
     _NORMALISED_RE,
+    MS_PER_DAY,
     _days_from_civil,
     format_ts,
     try_parse_ts,
@@ -161,3 +168,71 @@ def test_ts_to_ms_is_the_plain_formula() -> None:
     texts += ["2025-01-01T00:00:00Z", "2025-01-01", "2025-01-01T23:59:59.9999+05:30"]
     for text in texts:
         assert ts_to_ms(text) == plain_ts_to_ms(text), text
+
+
+def shadowed_history(n: int, seed: int) -> list[Event]:
+    """Version 1 signals over a few keys in two buckets, with imported records that shadow
+    each other across keys and buckets (a promotion archives a record of another key) and
+    decay passes; ``seq`` 1…n."""
+    rng = random.Random(seed)
+    keys = [(TYPES[i % 3], f"p{i}") for i in range(4)]
+    buckets = (None, "proj0")
+    out: list[Event] = []
+    for i in range(n):
+        t = T0 + i * 3_600_000
+        ts = format_ts(t)
+        roll = rng.random()
+        if roll < 0.03:
+            out.append(DecayPassEvent(at=format_ts(t + 20 * MS_PER_DAY), recorded_at=ts))
+            continue
+        if roll < 0.1:
+            key, bucket = rng.choice(keys), rng.choice(buckets)
+            record = {
+                "id": f"pref_L{i}",
+                "preference_type": key[0],
+                "pattern": key[1],
+                "polarity": rng.choice(("positive", "negative")),
+                "signal_strength": rng.random() / 2,
+                "confidence": "low",
+                "sources": ["thumbs_up"],
+                "last_seen": ts,
+                "decay_at": format_ts(t + 14 * MS_PER_DAY),
+                "scope": "project" if bucket else "global",
+                "polarity_status": rng.choice(("stable", "stable", "under_review", "archived")),
+                "shadow_of": f"pref_L{rng.randrange(i)}" if i and rng.random() < 0.6 else None,
+            }
+            out.append(LegacyRecordEvent(at=ts, recorded_at=ts, bucket=bucket, record=record))
+            continue
+        key, bucket = rng.choice(keys), rng.choice(buckets)
+        signal = {
+            "signal_type": rng.choice(KINDS),
+            "preference_type": key[0],
+            "pattern": key[1],
+            "polarity": "positive" if rng.random() < 0.7 else "negative",
+            "tag_text": rng.choice(("love this", None)),
+            "scope": "project" if bucket else "global",
+            "project_id": bucket,
+            "artifact_id": f"a{i}",
+            "timestamp": ts,
+        }
+        out.append(build_signal_event(signal, t, ts))
+    return [msgspec.structs.replace(ev, seq=k) for k, ev in enumerate(out, 1)]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_version_1_bulk_fold_with_shadows_across_keys_is_the_event_by_event_fold(
+    seed: int,
+) -> None:
+    events = shadowed_history(600, seed)
+    expected = one_by_one("1", events).dump()
+    whole = new_state("1")
+    whole.fold(events)
+    assert whole.dump() == expected
+    chunked = new_state("1")
+    rng = random.Random(seed)
+    at = 0
+    while at < len(events):
+        step = rng.randrange(1, 80)
+        chunked.fold(events[at : at + step])
+        at += step
+    assert chunked.dump() == expected

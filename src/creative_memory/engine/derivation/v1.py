@@ -100,10 +100,15 @@ class DerivedStateV1(DerivedState):
         an event: the record holds the event's time until then.
 
         Which record a key accumulates into, and whether it may, changes only when
-        :meth:`apply` runs (a new record, a reversal, a promotion, a decay pass; the inlined
-        case changes neither statuses nor the first-match index): the records found
-        eligible are kept by (bucket, type, pattern, polarity) until then, and are in
-        ``pending`` from their first inlined signal on."""
+        :meth:`apply` runs (the inlined case changes neither statuses nor the first-match
+        index): the records found eligible are kept by (bucket, type, pattern, polarity),
+        and are in ``pending`` from their first inlined signal on. A signal that
+        :meth:`apply` folds changes only the records of its (type, pattern) in its bucket
+        — a new record, a reactivation, a reversal and its shadow — unless it promotes a
+        shadow, which archives the record it names by id, wherever that is; any other
+        event may change any record. So a signal drops the kept records of its (type,
+        pattern) in its bucket (all of them when its record is a shadow), any other event
+        all of them."""
         pending: dict[int, Preference] = {}  # id(record) → record whose decay_at holds `at`
         eligible: dict[tuple[str | None, str, str, str], Preference] = {}
         glob = self.global_bucket
@@ -121,6 +126,7 @@ class DerivedStateV1(DerivedState):
                     same = eligible.get((pid, ptype, pattern, polarity))
                     if same is None:
                         bucket = glob if pid is None else projects.get(pid)
+                        found = None
                         if bucket is not None:  # (else a new bucket: apply() below)
                             first = bucket.first
                             found = first.get((ptype, pattern, polarity))
@@ -135,6 +141,12 @@ class DerivedStateV1(DerivedState):
                                     pending[id(same)] = same
                             if same is None and pending:  # the records it may give a decay_at
                                 self._settle_written(pending, bucket, ev)
+                        if same is None:  # what apply() below may change
+                            if found is not None and found.shadow_of:
+                                eligible.clear()  # a promotion archives a record by its id
+                            else:  # the records of this (type, pattern) in this bucket
+                                eligible.pop((pid, ptype, pattern, "positive"), None)
+                                eligible.pop((pid, ptype, pattern, "negative"), None)
                     if same is not None:
                         last_seq, count, ahead = ev.seq, count + 1, True
                         kind = ev.signal_type
@@ -159,9 +171,10 @@ class DerivedStateV1(DerivedState):
                         same.last_seen = same.decay_at = ev.at  # add_days_ts(at, DECAY_DAYS)
                         same.source_event_count += 1
                         continue
-                elif pending:  # a decay pass reads every decay_at
-                    self._settle(pending)
-                eligible.clear()
+                else:
+                    if pending:  # a decay pass reads every decay_at
+                        self._settle(pending)
+                    eligible.clear()
                 if ahead:
                     self.last_seq, self.event_count, ahead = last_seq, count, False
                 self.apply(ev)
