@@ -14,6 +14,7 @@ import msgspec
 import pytest
 
 from creative_memory.engine.derivation.registry import new_state
+from creative_memory.engine.derivation.v2 import bulk
 from creative_memory.engine.derivation.v2.state import DerivedStateV2
 from creative_memory.engine.events import (
     DecayPassEvent,
@@ -236,3 +237,13 @@ def test_version_1_bulk_fold_with_shadows_across_keys_is_the_event_by_event_fold
         chunked.fold(events[at : at + step])
         at += step
     assert chunked.dump() == expected
+
+
+def test_version_2_bulk_fold_with_few_look_ups_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    events = verdicts(1_500, 12, 9)
+    expected = one_by_one("3", events).dump()
+    monkeypatch.setattr(bulk, "INLINE_MAX", 3)  # emptied again and again
+    state = new_state("3")
+    for at in range(0, len(events), 100):
+        state.fold(events[at : at + 100])
+    assert state.dump() == expected

@@ -25,6 +25,9 @@ from creative_memory.engine.timeutil import MS_PER_DAY, ts_to_ms
 if TYPE_CHECKING:
     from creative_memory.engine.derivation.v2.state import DerivedStateV2
 
+#: At most this many look-ups kept between folds (a few MB for a rich vocabulary).
+INLINE_MAX = 1 << 14
+
 
 def _row_key(ev: SignalEvent) -> tuple[Any, ...]:
     """The key ``fold_signal`` gives the row ``ev`` opens."""
@@ -78,9 +81,11 @@ def fold_inline(state: DerivedStateV2, events: Iterable[Event]) -> None:
     ``state._quiet`` set by the caller), inlining a signal that opens a new row."""
     decay_ms = state.table.decay_days * MS_PER_DAY
     # per (bucket, type, pattern, kind, polarity) of an inlined signal: what _look_up
-    # found (the objects stay the same for the whole fold: nothing replaces a model, a
-    # feature, a statistics dictionary or a counter pair, and none loses a key)
-    found: dict[tuple[str | None, str, str, str, str], Any] = {}
+    # found. The objects stay the same from fold to fold: nothing replaces a model, a
+    # feature, a statistics dictionary or a counter pair, and none loses a key — except
+    # DerivedStateV2.load_extra, which empties this; materialising empties it too (it is
+    # kept for the chunks of one derivation, and bounded by INLINE_MAX entries)
+    found: dict[tuple[str | None, str, str, str, str], Any] = state._inline
     row_ev: SignalEvent | None = None  # opened the open row (state._row is stale then)
     row_bucket: str | None = None
     row_col = 0
@@ -114,6 +119,8 @@ def fold_inline(state: DerivedStateV2, events: Iterable[Event]) -> None:
                     at_key = (pid, ev.preference_type, ev.pattern, kind, polarity)
                     seen = found.get(at_key)
                     if seen is None:
+                        if len(found) >= INLINE_MAX:
+                            found.clear()
                         key = (at_key[1], at_key[2])
                         seen = found[at_key] = _look_up(
                             state, pid, key, kind, polarity == "positive"

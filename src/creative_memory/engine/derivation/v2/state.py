@@ -64,6 +64,10 @@ class DerivedStateV2(DerivedState):
         self._row: tuple[tuple[Any, ...], str | None, list[tuple[int, int]]] | None = None
         self._stale = False
         self._quiet = False  # inside fold(): apply returns no records
+        # what the bulk fold looked up for its inlined signals, kept from one fold to the
+        # next (a cold derivation folds a log a chunk at a time) until the records are
+        # materialised (:func:`~.bulk.fold_inline`)
+        self._inline: dict[Any, Any] = {}
 
     # -- lazy materialisation: every read path refreshes the records first ----------------
     def materialize(self) -> None:
@@ -71,6 +75,7 @@ class DerivedStateV2(DerivedState):
         if not self._stale:
             return
         self._stale = False
+        self._inline.clear()
         for bucket_id, model in self.models.items():
             self.bucket_for(bucket_id).replace(self.records_for(bucket_id, model))
 
@@ -115,6 +120,7 @@ class DerivedStateV2(DerivedState):
 
     def load_extra(self, extra: Any) -> None:
         """Restore the models and the open row (records are refitted on the next read)."""
+        self._inline.clear()  # (it holds objects of the models replaced here)
         if not extra:
             return
         self.models = {b: self.model_class.load(m, self.table) for b, m in extra["models"]}
