@@ -63,6 +63,7 @@ def _look_up(state: DerivedStateV2, pid: str | None, key: Any, kind: str, positi
         model,
         f,
         touched,
+        key,
         w,
         w if positive else -w,  # w·y·x // denom, x = 1, denom = 1
         rule.noise,
@@ -126,8 +127,10 @@ def fold_inline(state: DerivedStateV2, events: Iterable[Event]) -> None:
                             state, pid, key, kind, polarity == "positive"
                         )
                     elif seen[2] is not None:  # ModelV3.feature notes the key
-                        seen[2].add((at_key[1], at_key[2]))
-                    model, f, _, w, wy, noise, reinforcing, xx, xy, col, diag, counts, side = seen
+                        seen[2].add(seen[3])
+                    model, f, _, _, w, wy, noise, reinforcing, xx, xy, col, diag, counts, side = (
+                        seen
+                    )
                     # Model.add_row(kind, [(col, 1)], y)
                     yy, nrows = model.yy, model.nrows
                     yy[noise] = yy.get(noise, 0) + w
