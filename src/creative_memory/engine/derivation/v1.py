@@ -123,7 +123,8 @@ class DerivedStateV1(DerivedState):
                 if type(ev) is SignalEvent and (ev.seq > last_seq or not count):
                     pid = ev.project_id if ev.scope == "project" else None  # event_bucket
                     ptype, pattern, polarity = ev.preference_type, ev.pattern, ev.polarity
-                    same = eligible.get((pid, ptype, pattern, polarity))
+                    at_key = (pid, ptype, pattern, polarity)
+                    same = eligible.get(at_key)
                     if same is None:
                         bucket = glob if pid is None else projects.get(pid)
                         found = None
@@ -137,7 +138,7 @@ class DerivedStateV1(DerivedState):
                             ):
                                 opp = first.get((ptype, pattern, other[polarity]))
                                 if opp is None or opp.polarity_status != "stable":
-                                    same = eligible[(pid, ptype, pattern, polarity)] = found
+                                    same = eligible[at_key] = found
                                     pending[id(same)] = same
                             if same is None and pending:  # the records it may give a decay_at
                                 self._settle_written(pending, bucket, ev)
