@@ -36,6 +36,7 @@ import pytest
 from creative_memory import MemoryStore, StorageError
 from creative_memory.engine.derivation.registry import DerivedState
 from creative_memory.engine.derivation.v1 import DerivedStateV1
+from creative_memory.engine.derivation.v2 import DerivedStateV2
 from creative_memory.engine.events import CHAIN_GENESIS, SignalEvent, chain_hash, decode_event
 from creative_memory.engine.timeutil import format_ts
 from creative_memory.storage.files.cache import FileDerivationCache, cache_key
@@ -124,19 +125,23 @@ def apply_counter(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
         count[0] += 1
         return original(self, event)
 
-    original_fold = DerivedStateV1.fold
+    def counting_fold(cls: type[DerivedState]) -> Callable[[DerivedState, Any], None]:
+        original_fold = cls.fold
 
-    def counting_fold(self: DerivedStateV1, events: Any) -> None:
-        # version 1's bulk fold inlines most signals instead of calling apply: count what
-        # it folded by the state's own event counter
-        start, calls = self.event_count, count[0]
-        try:
-            original_fold(self, events)
-        finally:
-            count[0] = calls + self.event_count - start
+        def fold(self: DerivedState, events: Any) -> None:
+            # the bulk folds of versions 1 and 2 (3, 4) inline most signals instead of
+            # calling apply: count what they folded by the state's own event counter
+            start, calls = self.event_count, count[0]
+            try:
+                original_fold(self, events)
+            finally:
+                count[0] = calls + self.event_count - start
+
+        return fold
 
     monkeypatch.setattr(DerivedState, "apply", counting)
-    monkeypatch.setattr(DerivedStateV1, "fold", counting_fold)
+    for cls in (DerivedStateV1, DerivedStateV2):
+        monkeypatch.setattr(cls, "fold", counting_fold(cls))
     yield count
 
 

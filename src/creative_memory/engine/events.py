@@ -199,7 +199,7 @@ def decode_event(line: bytes | str) -> Event:
     return _decoder.decode(line)
 
 
-def decode_event_lines(data: bytes) -> list[Event]:
+def decode_event_lines(data: bytes | memoryview) -> list[Event]:
     """Every event of newline-delimited ``data`` (one call; raises on any bad line)."""
     return _decoder.decode_lines(data)
 

@@ -97,8 +97,20 @@ class DerivedStateV1(DerivedState):
         accumulates into a stable, unshadowed record of its key in an existing bucket with no
         stable record of the other polarity. Its ``decay_at`` (which nothing reads before
         the next event of another case) is set once per record at the end, or before such
-        an event: the record holds the event's time until then."""
+        an event: the record holds the event's time until then.
+
+        Which record a key accumulates into, and whether it may, changes only when
+        :meth:`apply` runs (the inlined case changes neither statuses nor the first-match
+        index): the records found eligible are kept by (bucket, type, pattern, polarity),
+        and are in ``pending`` from their first inlined signal on. A signal that
+        :meth:`apply` folds changes only the records of its (type, pattern) in its bucket
+        — a new record, a reactivation, a reversal and its shadow — unless it promotes a
+        shadow, which archives the record it names by id, wherever that is; any other
+        event may change any record. So a signal drops the kept records of its (type,
+        pattern) in its bucket (all of them when its record is a shadow), any other event
+        all of them."""
         pending: dict[int, Preference] = {}  # id(record) → record whose decay_at holds `at`
+        eligible: dict[tuple[str | None, str, str, str], Preference] = {}
         glob = self.global_bucket
         projects = self.projects
         increments = _INCREMENT
@@ -110,51 +122,60 @@ class DerivedStateV1(DerivedState):
             for ev in events:
                 if type(ev) is SignalEvent and (ev.seq > last_seq or not count):
                     pid = ev.project_id if ev.scope == "project" else None  # event_bucket
-                    bucket = glob if pid is None else projects.get(pid)
-                    if bucket is not None:
-                        first = bucket.first
-                        ptype, pattern, polarity = ev.preference_type, ev.pattern, ev.polarity
-                        same = first.get((ptype, pattern, polarity))
-                        if (
-                            same is not None
-                            and same.polarity_status != "archived"
-                            and not same.shadow_of
-                        ):
-                            opp = first.get((ptype, pattern, other[polarity]))
-                            if opp is None or opp.polarity_status != "stable":
-                                last_seq, count, ahead = ev.seq, count + 1, True
-                                kind = ev.signal_type
-                                strength = same.signal_strength + increments[kind]
-                                if strength < 0.0:  # clamp(strength, 0.0, 1.0)
-                                    strength = 0.0
-                                if strength > 1.0:
-                                    strength = 1.0
-                                same.signal_strength = strength
-                                same.confidence = (
-                                    "low"
-                                    if strength < 0.35
-                                    else "medium"
-                                    if strength <= 0.65
-                                    else "high"
-                                )
-                                if kind not in same.sources:
-                                    same.sources.append(kind)
-                                tag = ev.tag_text
-                                if tag and tag not in same.explicit_tags:
-                                    same.explicit_tags.append(tag)
-                                if polarity == "positive":
-                                    same.accept_count += 1
-                                else:
-                                    same.reject_count += 1
-                                same.last_seen = ev.at
-                                same.decay_at = ev.at  # add_days_ts(at, DECAY_DAYS) below
-                                pending[id(same)] = same
-                                same.source_event_count += 1
-                                continue
-                        if pending:  # the records this signal may give a decay_at
-                            self._settle_written(pending, bucket, ev)
-                elif pending:  # a decay pass reads every decay_at
-                    self._settle(pending)
+                    ptype, pattern, polarity = ev.preference_type, ev.pattern, ev.polarity
+                    at_key = (pid, ptype, pattern, polarity)
+                    same = eligible.get(at_key)
+                    if same is None:
+                        bucket = glob if pid is None else projects.get(pid)
+                        found = None
+                        if bucket is not None:  # (else a new bucket: apply() below)
+                            first = bucket.first
+                            found = first.get((ptype, pattern, polarity))
+                            if (
+                                found is not None
+                                and found.polarity_status != "archived"
+                                and not found.shadow_of
+                            ):
+                                opp = first.get((ptype, pattern, other[polarity]))
+                                if opp is None or opp.polarity_status != "stable":
+                                    same = eligible[at_key] = found
+                                    pending[id(same)] = same
+                            if same is None and pending:  # the records it may give a decay_at
+                                self._settle_written(pending, bucket, ev)
+                        if same is None:  # what apply() below may change
+                            if found is not None and found.shadow_of:
+                                eligible.clear()  # a promotion archives a record by its id
+                            else:  # the records of this (type, pattern) in this bucket
+                                eligible.pop((pid, ptype, pattern, "positive"), None)
+                                eligible.pop((pid, ptype, pattern, "negative"), None)
+                    if same is not None:
+                        last_seq, count, ahead = ev.seq, count + 1, True
+                        kind = ev.signal_type
+                        strength = same.signal_strength + increments[kind]
+                        if strength < 0.0:  # clamp(strength, 0.0, 1.0)
+                            strength = 0.0
+                        if strength > 1.0:
+                            strength = 1.0
+                        same.signal_strength = strength
+                        same.confidence = (
+                            "low" if strength < 0.35 else "medium" if strength <= 0.65 else "high"
+                        )
+                        if kind not in same.sources:
+                            same.sources.append(kind)
+                        tag = ev.tag_text
+                        if tag and tag not in same.explicit_tags:
+                            same.explicit_tags.append(tag)
+                        if polarity == "positive":
+                            same.accept_count += 1
+                        else:
+                            same.reject_count += 1
+                        same.last_seen = same.decay_at = ev.at  # add_days_ts(at, DECAY_DAYS)
+                        same.source_event_count += 1
+                        continue
+                else:
+                    if pending:  # a decay pass reads every decay_at
+                        self._settle(pending)
+                    eligible.clear()
                 if ahead:
                     self.last_seq, self.event_count, ahead = last_seq, count, False
                 self.apply(ev)

@@ -255,12 +255,12 @@ class FileStorage:
             f.close()
             raise
 
-    def _decode_chunk(self, data: bytes, path: Path) -> list[Event]:
+    def _decode_chunk(self, data: bytes | memoryview, path: Path) -> list[Event]:
         """The events of ``data`` in one call; on a bad line, the per-line decoder names it."""
         try:
             return decode_event_lines(data)
         except _DECODE_ERRORS:
-            return self._decode_lines(data, path, 0)
+            return self._decode_lines(bytes(data), path, 0)
 
     def event_count(self, user_id: str) -> int:
         """How many events the log holds: its complete lines after the header (a torn final
@@ -329,7 +329,7 @@ class FileStorage:
                 if nl < 0:
                     carry = data
                     continue
-                chunk = self._decode_chunk(data[:nl], path)
+                chunk = self._decode_chunk(memoryview(data)[:nl], path)  # (not copied)
                 carry = data[nl + 1 :]
                 end += nl + 1
                 if sink is None:

@@ -98,6 +98,11 @@ class Model:
             self.keys.append(key)
         return f
 
+    def touched_keys(self) -> set[FeatureKey] | None:
+        """The set in which :meth:`feature` notes each key it is asked for, for a fold that
+        looks features up itself (``None``: this model notes none)."""
+        return None
+
     def add_row(self, kind: str, cols: list[tuple[int, int]], y: int, denom: int = 1) -> None:
         """Add one observation: ``cols`` are (column, x·denom) pairs, outcome ``y`` (±1).
 

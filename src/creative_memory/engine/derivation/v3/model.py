@@ -110,6 +110,10 @@ class ModelV3(Model):
         self._touched.add(key)
         return super().feature(key)
 
+    def touched_keys(self) -> set[FeatureKey]:
+        """The keys :meth:`feature` noted since :meth:`feature_info` last ran."""
+        return self._touched
+
     def touch_all(self) -> None:
         """Note that every feature may have changed (a decay pass)."""
         self._info = None

@@ -44,6 +44,7 @@ class DerivedStateV3(DerivedStateV2):
         if not self._stale:
             return
         self._stale = False
+        self._inline.clear()  # (see DerivedStateV2.__init__)
         for bucket_id, model in self.models.items():
             bucket = self.bucket_for(bucket_id)
             before = bucket.records

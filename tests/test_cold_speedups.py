@@ -1,0 +1,249 @@
+"""The cold-derivation fast paths give exactly what the plain ones give (docs/performance.md,
+"Cold derivation (second pass)"): version 2's inlined bulk fold (versions 3 and 4 fold
+through it) is one ``apply`` per event, whole or in chunks, with the records materialised
+between chunks or not; version 1's bulk fold, keeping the records it found eligible, on
+shadows that name records of other keys (tests/test_engine_speedups.py compares it on
+mixed histories); ``ts_to_ms`` with its minute-of-day memo is the plain formula."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import msgspec
+import pytest
+
+from creative_memory.engine.derivation.registry import new_state
+from creative_memory.engine.derivation.v2 import bulk
+from creative_memory.engine.derivation.v2.state import DerivedStateV2
+from creative_memory.engine.events import (
+    DecayPassEvent,
+    Event,
+    LegacyRecordEvent,
+    build_signal_event,
+)
+from creative_memory.engine.timeutil import (
+    _NORMALISED_RE,
+    MS_PER_DAY,
+    _days_from_civil,
+    format_ts,
+    try_parse_ts,
+    ts_to_ms,
+)
+from tests.test_engine_speedups import T0, TYPES, history
+
+KINDS = ("thumbs_up", "thumbs_down", "explicit_tag", "repeated_acceptance", "manual_refinement")
+
+NEAR_MISSES: list[tuple[str, tuple[Any, ...]]] = [
+    ("signal_type", KINDS),
+    ("polarity", ("positive", "negative")),
+    ("tag_text", ("love this", "not this", None)),
+    ("scope", ("global", "project")),
+    ("project_id", ("proj0", "proj1")),
+    ("session_id", ("s1", "s2", None)),
+    ("artifact_id", ("artX", None)),
+    ("timestamp", (format_ts(T0), format_ts(T0 + 1))),
+]
+
+
+def verdicts(n: int, n_patterns: int, seed: int) -> list[Event]:
+    """Artifact verdicts listing one to four features each (signals of one verdict share
+    artifact, session, time, kind, polarity, scope and tag: one row of several columns),
+    some without an artifact id, some listing a feature twice, mixed with
+    :func:`~tests.test_engine_speedups.history`'s events; ``seq`` 1…"""
+    rng = random.Random(seed)
+    mixed = iter(history(n, n_patterns, seed + 100))
+    out: list[Event] = []
+    i = 0
+    while len(out) < n:
+        i += 1
+        if rng.random() < 0.3:
+            out.append(next(mixed))
+            continue
+        t = T0 + i * 60_000
+        ts = format_ts(t)
+        project = rng.random() < 0.3
+        base = {
+            "signal_type": rng.choice(KINDS),
+            "polarity": rng.choice(("positive", "negative")),
+            "tag_text": rng.choice(("love this", None, None)),
+            "scope": "project" if project else "global",
+            "project_id": f"proj{rng.randrange(2)}" if project else None,
+            "artifact_id": None if rng.random() < 0.1 else f"art{i}",
+            "session_id": rng.choice(("s1", "s2", None)),
+            "timestamp": ts,
+        }
+        for _ in range(rng.choice((1, 1, 2, 3, 4))):
+            if rng.random() < 0.15:  # a near miss: the next signal differs in one field
+                field, values = rng.choice(NEAR_MISSES)
+                base = {**base, field: rng.choice(values)}
+                if field == "scope":
+                    base["project_id"] = "proj0" if base["scope"] == "project" else None
+            ptype = rng.choice(TYPES)
+            signal = {**base, "preference_type": ptype, "pattern": f"p{rng.randrange(n_patterns)}"}
+            out.append(build_signal_event(signal, t, ts))
+    return [msgspec.structs.replace(ev, seq=k) for k, ev in enumerate(out[:n], 1)]
+
+
+def one_by_one(version: str, events: list[Event], state: Any = None) -> Any:
+    state = new_state(version) if state is None else state
+    for ev in events:
+        state.apply(ev)
+    return state
+
+
+@pytest.mark.parametrize("version", ["2", "3", "4"])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_version_2_bulk_fold_is_the_event_by_event_fold(version: str, seed: int) -> None:
+    events = verdicts(2_500, 15, seed)
+    reference = one_by_one(version, events)
+    assert isinstance(reference, DerivedStateV2)
+    expected_row = reference.dump_extra()["row"]
+    expected = reference.dump()
+    whole = new_state(version)
+    whole.fold(events)
+    assert isinstance(whole, DerivedStateV2)
+    assert whole.dump_extra()["row"] == expected_row
+    assert whole.dump() == expected
+    rng = random.Random(seed)
+    for materialize in (False, True):  # chunks, as the store streams a log
+        chunked = new_state(version)
+        at = 0
+        while at < len(events):
+            step = rng.randrange(1, 300)
+            chunked.fold(events[at : at + step])
+            if materialize:
+                chunked.materialize()
+            at += step
+        assert chunked.dump() == expected
+
+
+@pytest.mark.parametrize("version", ["2", "3"])
+def test_version_2_bulk_fold_continues_a_state_folded_one_event_at_a_time(version: str) -> None:
+    events = verdicts(1_200, 10, 7)
+    expected = one_by_one(version, events).dump()
+    for cut in (1, 2, 3, 5, 8, 13, 400, 401, 402):
+        state = one_by_one(version, events[:cut])  # its open row is the state's own
+        state.materialize()
+        state.fold(events[cut:])
+        assert state.dump() == expected, cut
+        loaded = new_state(version)  # ... or one restored from a cache entry
+        loaded = type(loaded).load(one_by_one(version, events[:cut]).dump())
+        loaded.fold(events[cut:])
+        assert loaded.dump() == expected, cut
+
+
+def test_version_2_bulk_fold_keeps_the_order_check() -> None:
+    events = verdicts(300, 5, 4)
+    state = new_state("3")
+    state.fold(events[:200])
+    with pytest.raises(ValueError, match="out of order"):
+        state.fold([events[250], events[10]])
+    reference = one_by_one("3", [*events[:200], events[250]])
+    assert isinstance(state, DerivedStateV2) and isinstance(reference, DerivedStateV2)
+    assert state.dump_extra() == reference.dump_extra()
+
+
+def plain_ts_to_ms(text: str) -> int:
+    """``ts_to_ms`` as it was before its minute-of-day memo (the reference)."""
+    if _NORMALISED_RE.fullmatch(text):
+        days = _days_from_civil(int(text[0:4]), int(text[5:7]), int(text[8:10]))
+        return (
+            ((days * 24 + int(text[11:13])) * 60 + int(text[14:16])) * 60 + int(text[17:19])
+        ) * 1000 + int(text[20:23])
+    ms = try_parse_ts(text)
+    assert ms is not None
+    return ms
+
+
+def test_ts_to_ms_is_the_plain_formula() -> None:
+    rng = random.Random(5)
+    texts = [
+        format_ts(rng.randrange(-62_000_000_000_000, 253_000_000_000_000)) for _ in range(20_000)
+    ]
+    texts += [format_ts(T0 + i * 60_000) for i in range(3_000)]  # the memos wrap around
+    # any Unicode decimal digit is a digit of the normalised form (and of int())
+    wide = str.maketrans("0123456789", "０１２３４５６７８９")
+    arabic = str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩")
+    texts += [t.translate(wide) for t in texts[:50]] + [t.translate(arabic) for t in texts[:50]]
+    texts += ["2025-01-01T00:00:00Z", "2025-01-01", "2025-01-01T23:59:59.9999+05:30"]
+    for text in texts:
+        assert ts_to_ms(text) == plain_ts_to_ms(text), text
+
+
+def shadowed_history(n: int, seed: int) -> list[Event]:
+    """Version 1 signals over a few keys in two buckets, with imported records that shadow
+    each other across keys and buckets (a promotion archives a record of another key) and
+    decay passes; ``seq`` 1…n."""
+    rng = random.Random(seed)
+    keys = [(TYPES[i % 3], f"p{i}") for i in range(4)]
+    buckets = (None, "proj0")
+    out: list[Event] = []
+    for i in range(n):
+        t = T0 + i * 3_600_000
+        ts = format_ts(t)
+        roll = rng.random()
+        if roll < 0.03:
+            out.append(DecayPassEvent(at=format_ts(t + 20 * MS_PER_DAY), recorded_at=ts))
+            continue
+        if roll < 0.1:
+            key, bucket = rng.choice(keys), rng.choice(buckets)
+            record = {
+                "id": f"pref_L{i}",
+                "preference_type": key[0],
+                "pattern": key[1],
+                "polarity": rng.choice(("positive", "negative")),
+                "signal_strength": rng.random() / 2,
+                "confidence": "low",
+                "sources": ["thumbs_up"],
+                "last_seen": ts,
+                "decay_at": format_ts(t + 14 * MS_PER_DAY),
+                "scope": "project" if bucket else "global",
+                "polarity_status": rng.choice(("stable", "stable", "under_review", "archived")),
+                "shadow_of": f"pref_L{rng.randrange(i)}" if i and rng.random() < 0.6 else None,
+            }
+            out.append(LegacyRecordEvent(at=ts, recorded_at=ts, bucket=bucket, record=record))
+            continue
+        key, bucket = rng.choice(keys), rng.choice(buckets)
+        signal = {
+            "signal_type": rng.choice(KINDS),
+            "preference_type": key[0],
+            "pattern": key[1],
+            "polarity": "positive" if rng.random() < 0.7 else "negative",
+            "tag_text": rng.choice(("love this", None)),
+            "scope": "project" if bucket else "global",
+            "project_id": bucket,
+            "artifact_id": f"a{i}",
+            "timestamp": ts,
+        }
+        out.append(build_signal_event(signal, t, ts))
+    return [msgspec.structs.replace(ev, seq=k) for k, ev in enumerate(out, 1)]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_version_1_bulk_fold_with_shadows_across_keys_is_the_event_by_event_fold(
+    seed: int,
+) -> None:
+    events = shadowed_history(600, seed)
+    expected = one_by_one("1", events).dump()
+    whole = new_state("1")
+    whole.fold(events)
+    assert whole.dump() == expected
+    chunked = new_state("1")
+    rng = random.Random(seed)
+    at = 0
+    while at < len(events):
+        step = rng.randrange(1, 80)
+        chunked.fold(events[at : at + step])
+        at += step
+    assert chunked.dump() == expected
+
+
+def test_version_2_bulk_fold_with_few_look_ups_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    events = verdicts(1_500, 12, 9)
+    expected = one_by_one("3", events).dump()
+    monkeypatch.setattr(bulk, "INLINE_MAX", 3)  # emptied again and again
+    state = new_state("3")
+    for at in range(0, len(events), 100):
+        state.fold(events[at : at + 100])
+    assert state.dump() == expected
