@@ -69,5 +69,7 @@ def route_template(scope: Mapping[str, Any]) -> str:
 
 def log_event(level: int, event: str, *, exc: BaseException | None = None, **fields: Any) -> None:
     """Log one line named ``event`` with ``fields`` (and ``exc``'s traceback when given)."""
+    if not log.isEnabledFor(level):  # (a line per request below the level: build nothing)
+        return
     exc_info = (type(exc), exc, exc.__traceback__) if exc is not None else None
     log.log(level, event, exc_info=exc_info, extra={"fields": {"event": event, **fields}})
