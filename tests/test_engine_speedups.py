@@ -304,6 +304,36 @@ def test_memoised_retrieval_is_the_plain_one_and_every_caller_gets_its_own(versi
     assert any(retrieve_state(state, p, t, ()).diagnostics for p, t in contexts)
 
 
+def test_the_services_prompt_renders_the_shared_retrieval_without_changing_it(
+    tmp_path: Path,
+) -> None:
+    """The service's prompt (and the worker) read the memoised retrieval itself; the public
+    retrieval is a copy of it, equal, and changing the copy changes nothing shared."""
+    from creative_memory import MemoryStore, build_generation_block
+    from creative_memory.app.service import MemoryService
+    from tests.conftest import tag
+
+    store = MemoryStore(tmp_path, derivation_version="1")
+    days = [f"2025-01-0{i + 1}T00:00:00.000Z" for i in range(5)]
+    patterns = ("airy", "grid", "mono", "wide", "flat")  # over the category ceiling
+    store.ingest_signals("u", [tag(p, ts=d) for p in patterns for d in days])
+    store.ingest_signals("u", [tag("neon", "color", "negative", ts=d) for d in days])
+    shared, nested = store._retrieved("u", None)
+    assert shared.diagnostics
+    assert store._retrieved("u", None)[0] is shared  # memoised: no copy
+    public = store.retrieve_for_injection("u")
+    assert public is not shared and public.to_dict() == shared.to_dict()
+    before = msgspec.json.encode(shared.to_dict())
+    block = MemoryService(store).prompt("u").block
+    assert block == build_generation_block(public, None) and "neon" in block
+    public.diagnostics[0]["changed"] = True
+    public.positives.clear()
+    assert msgspec.json.encode(shared.to_dict()) == before
+    assert nested and nested == [i for i, d in enumerate(shared.diagnostics) if any(
+        isinstance(v, (list, dict)) for v in d.values())]  # fmt: skip
+    store.close()
+
+
 SPARSE_FIXTURE = Path(__file__).parent / "fixtures" / "sparse_fit.json.gz"
 
 

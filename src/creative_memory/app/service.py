@@ -504,10 +504,10 @@ class MemoryService:
         if project_id is not None:
             validate_project_id(project_id)
         point = self.history.point(user_id, at_seq, as_of)
-        if point is None:
-            retrieved = self.store.retrieve_for_injection(
+        if point is None:  # rendered, never changed: the memoised retrieval, not a copy
+            retrieved = self.store._retrieved(
                 user_id, None if project_id is None else {"project_id": project_id}
-            )
+            )[0]
         else:
             retrieved = retrieval_at(self.store, self.history, user_id, project_id, point)
         return PromptResult(

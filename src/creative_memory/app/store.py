@@ -52,7 +52,7 @@ from creative_memory.engine.portability.archive import (
     events_to_merge,
 )
 from creative_memory.engine.portability.prototype import parse_prototype, prototype_events_to_add
-from creative_memory.engine.retrieval import parse_context, retrieve_state
+from creative_memory.engine.retrieval import Retrieved, copy_result, parse_context, retrieve_shared
 from creative_memory.engine.scope import (
     POLARITY_OPTIONS,
     STATUS_OPTIONS,
@@ -122,9 +122,7 @@ class MemoryStore:
         try:
             self.flush()
         finally:
-            close = getattr(self._storage, "close", None)
-            if close is not None:
-                close()
+            getattr(self._storage, "close", lambda: None)()  # a database's connection pool
 
     def __enter__(self) -> MemoryStore:
         return self
@@ -264,15 +262,19 @@ class MemoryStore:
         self, user_id: str, context: Mapping[str, Any] | None = None
     ) -> RetrievalResult:
         """The bounded, balanced set of records for one generation, with its diagnostics."""
+        return copy_result(*self._retrieved(user_id, context))
+
+    def _retrieved(self, user_id: str, context: Mapping[str, Any] | None) -> Retrieved:
+        """:meth:`retrieve_for_injection` as the state memoised it: shared, only to be read."""
         validate_user_id(user_id)
         if not self._storage.user_exists(user_id):
-            return RetrievalResult()
+            return RetrievalResult(), []
         settings = self._settings(user_id)
         if not settings.memory_enabled:
-            return RetrievalResult()
+            return RetrievalResult(), []
         project_id, types = parse_context(context)
         return self._states_of(user_id, settings=settings).read(
-            user_id, lambda s: retrieve_state(s, project_id, types, settings.disabled_projects)
+            user_id, lambda s: retrieve_shared(s, project_id, types, settings.disabled_projects)
         )
 
     def run_decay(self, user_id: str, now: str | datetime | None = None) -> DecayResult:
@@ -521,9 +523,7 @@ class MemoryStore:
         return {
             "user_id": user_id,
             "derivation_version": self._version_of(user_id),
-            "settings": msgspec.to_builtins(
-                SettingsView.of(settings, self._is_paused(settings))
-            ),
+            "settings": msgspec.to_builtins(SettingsView.of(settings, self._is_paused(settings))),
             "preferences": [r.to_dict() for r in self._all_records(user_id)],
             "event_count": self._storage.event_count(user_id),
             "project_id": project_id,

@@ -251,9 +251,7 @@ class DerivationWorker:
         # the retrievals a host asks for next (global memory and each project), memoised
         # on the state: the first read finds its answer computed
         for project_id in (None, *projects):
-            store.retrieve_for_injection(
-                user_id, None if project_id is None else {"project_id": project_id}
-            )
+            store._retrieved(user_id, None if project_id is None else {"project_id": project_id})
 
     def _abandon(self) -> None:
         for user_id in self._queue:

@@ -321,11 +321,27 @@ def retrieve_state(
     gets from that state). Computed once per context while the state folds no event
     (:meth:`~creative_memory.engine.derivation.base.DerivedState.memoised`); every call
     gets its own copies."""
+    return copy_result(*retrieve_shared(state, project_id, preference_types, ignore_global_for))
+
+
+#: A memoised retrieval and the positions of its nested diagnostics (see retrieve_shared).
+Retrieved = tuple[RetrievalResult, list[int]]
+
+
+def retrieve_shared(
+    state: DerivedState,
+    project_id: str | None,
+    preference_types: list[str] | None,
+    ignore_global_for: Collection[str],
+) -> Retrieved:
+    """:func:`retrieve_state`'s memoised result itself, and the positions of its nested
+    diagnostics (for :func:`copy_result`): shared by every caller, so only to be read — a
+    caller that renders it (a prompt block) saves the copy."""
     types = None if preference_types is None else list(preference_types)
     ignored = frozenset(ignore_global_for)
     key = ("retrieve", project_id, None if types is None else tuple(types), ignored)
 
-    def compute() -> tuple[RetrievalResult, list[int]]:
+    def compute() -> Retrieved:
         projects = {pid: b.records for pid, b in state.projects.items()}
         result = retrieve(
             state.global_records, projects, project_id, types, ignore_global_for=ignored
@@ -339,7 +355,7 @@ def retrieve_state(
         )
         return exported, nested_diagnostics(exported)
 
-    return copy_result(*state.memoised(key, compute))
+    return state.memoised(key, compute)
 
 
 def nested_diagnostics(result: RetrievalResult) -> list[int]:
