@@ -568,6 +568,8 @@ class FileStorage:
                 st = os.stat(path)
                 if seen[0] == (st.st_ino, st.st_size, st.st_mtime_ns):
                     return msgspec.structs.replace(seen[1])
+            elif not os.access(path, os.F_OK):  # none (the usual case): no failed open
+                return None
             with open(path, "rb") as f:
                 st = os.fstat(f.fileno())
                 stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
