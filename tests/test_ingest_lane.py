@@ -270,3 +270,26 @@ def test_the_daemon_ingests_through_the_lane_and_writers_share_fsyncs(
     stored = {e.artifact_id for e in assert_log_sound(tmp_path, U)}
     assert set(acknowledged) == stored and len(stored) == clients * each
     assert log_fsyncs[0] < clients * each
+
+
+def test_a_lane_closed_by_a_shutdown_meanwhile_answers_503(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from creative_memory.http import DaemonFiles
+    from tests.test_server_api import InProcess
+
+    with InProcess(tmp_path, None, user=U) as d:
+        token = DaemonFiles(tmp_path).token_for(U)
+        client = d.client(token)
+        lane = d.daemon.lane
+        assert lane is not None
+
+        async def shut(fn: Any) -> Any:  # the shutdown lands between the check and the lane
+            d.daemon.closed = True
+            raise RuntimeError("the ingest lane is closed")
+
+        monkeypatch.setattr(lane, "run", shut)
+        r = client.post("/api/v1/events", json={"event": "tab_activated", "user_id": U})
+        assert r.status_code == 503, r.text
+        assert r.headers["content-type"].startswith("application/problem+json")
+        d.daemon.closed = False

@@ -42,7 +42,12 @@ async def post_events(request: Request) -> Response:
                 raise unavailable(str(exc)) from exc
             raise
 
-    result = await d.ingest(work)
+    try:
+        result = await d.ingest(work)
+    except RuntimeError as exc:  # the ingest lane closed under us: shutting down
+        if d.closed:
+            raise unavailable(str(exc)) from exc
+        raise
     if result.accepted or result.flushed:
         d.derived(user)  # --derivation background: the worker derives, off this request
     log_event(logging.INFO, "events_ingested", user=user, accepted=result.accepted,
