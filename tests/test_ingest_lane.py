@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from creative_memory import MemoryStore
-from creative_memory.app.lane import IngestLane
+from creative_memory.app.lane import MULTI_USER_LANES, IngestLane, IngestLanes
 from creative_memory.engine.errors import StorageError
 from creative_memory.http import DaemonConfig, ThreadedDaemon
 from creative_memory.storage import FileStorage
@@ -228,6 +228,37 @@ def test_a_store_without_deferred_sync_runs_calls_one_by_one() -> None:
     assert lane.close(5)
 
 
+def test_a_user_held_up_in_one_lane_does_not_hold_up_a_user_of_another(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    lanes = IngestLanes(store, MULTI_USER_LANES)
+    users = [f"u{i}" for i in range(40)]
+    slow = users[0]
+    other = next(u for u in users if lanes.of(u) is not lanes.of(slow))
+    same = next(u for u in users[1:] if lanes.of(u) is lanes.of(slow))
+    release = threading.Event()
+
+    async def main() -> list[str]:
+        done: list[str] = []
+
+        async def call(user: str, fn: Any) -> None:
+            await lanes.run(user, fn)
+            done.append(user)
+
+        held = asyncio.ensure_future(call(slow, lambda: release.wait(10)))
+        behind = asyncio.ensure_future(call(same, lambda: None))
+        await asyncio.wait_for(call(other, lambda: None), 5)  # not behind the held call
+        assert done == [other] and not behind.done()
+        release.set()
+        await asyncio.gather(held, behind)
+        return done
+
+    assert asyncio.run(main()) == [other, slow, same]  # one lane keeps arrival order
+    assert lanes.close(5)
+    assert sum(lane.calls for lane in lanes.lanes) == 3
+    assert sum(lane._thread is not None for lane in lanes.lanes) == 2  # started when used
+    store.close()
+
+
 # -- the daemon ---------------------------------------------------------------------------------
 def test_the_daemon_ingests_through_the_lane_and_writers_share_fsyncs(
     tmp_path: Path, log_fsyncs: list[int]
@@ -235,8 +266,8 @@ def test_the_daemon_ingests_through_the_lane_and_writers_share_fsyncs(
     clients, each = 8, 10
     with ThreadedDaemon(DaemonConfig(root=tmp_path, port=0, user=U)) as d:
         token = d.daemon.files.token_for(U)
-        lane = d.daemon.lane
-        assert lane is not None
+        assert d.daemon.lanes is not None
+        lane = d.daemon.lanes.of(U)
         acknowledged: list[str] = []
         failures: list[str] = []
         lock = threading.Lock()
@@ -281,8 +312,8 @@ def test_a_lane_closed_by_a_shutdown_meanwhile_answers_503(
     with InProcess(tmp_path, None, user=U) as d:
         token = DaemonFiles(tmp_path).token_for(U)
         client = d.client(token)
-        lane = d.daemon.lane
-        assert lane is not None
+        assert d.daemon.lanes is not None
+        lane = d.daemon.lanes.of(U)
 
         async def shut(fn: Any) -> Any:  # the shutdown lands between the check and the lane
             d.daemon.closed = True

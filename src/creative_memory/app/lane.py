@@ -22,13 +22,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import zlib
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from creative_memory.app.store import MemoryStore
 
 T = TypeVar("T")
+
+#: How many lanes a daemon serving several users runs (:class:`IngestLanes`).
+MULTI_USER_LANES: Final = 8
 
 
 class _Call(Generic[T]):
@@ -54,9 +58,7 @@ class IngestLane:
         self._closed = False
         self.batches = 0  # how many batches ran, and the calls they held
         self.calls = 0
-        self._thread = threading.Thread(target=self._serve, name="creative-memory-lane")
-        self._thread.daemon = True
-        self._thread.start()
+        self._thread: threading.Thread | None = None  # started by the first call
 
     async def run(self, fn: Callable[[], T]) -> T:
         """``fn()`` in the lane, answered once the batch it ran in is durable; raises what
@@ -67,6 +69,10 @@ class IngestLane:
         with self._cond:
             if self._closed:
                 raise RuntimeError("the ingest lane is closed")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name="creative-memory-lane")
+                self._thread.daemon = True
+                self._thread.start()
             self._queue.append(call)
             if len(self._queue) == 1:
                 self._cond.notify()
@@ -78,8 +84,11 @@ class IngestLane:
         with self._cond:
             self._closed = True
             self._cond.notify()
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+            thread = self._thread
+        if thread is None:  # never used
+            return True
+        thread.join(timeout)
+        return not thread.is_alive()
 
     def _serve(self) -> None:
         while True:
@@ -112,6 +121,28 @@ class IngestLane:
         for loop, calls in loops.items():  # one wake-up of each event loop per batch
             with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits
                 loop.call_soon_threadsafe(_answer, calls)
+
+
+class IngestLanes:
+    """``count`` lanes, each a thread of its own once used; a user's calls always take the
+    same lane (by a hash of the id), in arrival order. A daemon serving several users has
+    :data:`MULTI_USER_LANES`, so a user whose log is being rewritten (a forget over a long
+    log holds its lock) holds up only the users who share its lane."""
+
+    def __init__(self, store: MemoryStore, count: int = 1) -> None:
+        self.lanes = [IngestLane(store) for _ in range(count)]
+
+    def of(self, user_id: str) -> IngestLane:
+        """The lane of ``user_id``."""
+        return self.lanes[zlib.crc32(user_id.encode()) % len(self.lanes)]
+
+    async def run(self, user_id: str, fn: Callable[[], T]) -> T:
+        """``fn()``, a call for ``user_id``, in that user's lane (:meth:`IngestLane.run`)."""
+        return await self.of(user_id).run(fn)
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Close every lane (:meth:`IngestLane.close`); whether all stopped in time."""
+        return all([lane.close(timeout) for lane in self.lanes])
 
 
 def _answer(calls: list[_Call[Any]]) -> None:

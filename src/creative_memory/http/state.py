@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from typing import Any, Final, TypeVar
 
-from creative_memory.app.lane import IngestLane
+from creative_memory.app.lane import MULTI_USER_LANES, IngestLanes
 from creative_memory.app.service import MemoryService
 from creative_memory.app.store import MemoryStore
 from creative_memory.app.worker import DerivationWorker
@@ -69,14 +69,17 @@ class Daemon:
         self.openapi: dict[str, Any] = {}
         self.local = isinstance(self.store._storage, FileStorage)  # no network round trips
         self.executor = ThreadPoolExecutor(THREADS, thread_name_prefix="creative-memory-http")
-        # ingestion on the file store: one thread, batches sharing an fsync (app/lane.py);
-        # a database keeps the pool, whose concurrent transactions it groups itself
-        self.lane = IngestLane(self.store) if self.local else None
+        # ingestion on the file store: a thread per lane, batches sharing an fsync
+        # (app/lane.py); a database keeps the pool, whose transactions it groups itself
+        self.lanes: IngestLanes | None = None
+        if self.local:
+            self.lanes = IngestLanes(self.store, MULTI_USER_LANES if config.multi_user else 1)
 
-    async def ingest(self, fn: Callable[[], T]) -> T:
-        """``fn()``, an ingestion: in the ingest lane when there is one, else the pool."""
-        if self.lane is not None:
-            return await self.lane.run(fn)
+    async def ingest(self, user: str, fn: Callable[[], T]) -> T:
+        """``fn()``, an ingestion for ``user``: in their ingest lane when there are lanes,
+        else in the pool."""
+        if self.lanes is not None:
+            return await self.lanes.run(user, fn)
         return await self.run(fn)
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
@@ -139,8 +142,8 @@ class Daemon:
         if self.closed:
             return
         self.closed = True
-        if self.lane is not None:  # idle by now: the server let the requests finish
-            self.lane.close(WORKER_STOP_S)
+        if self.lanes is not None:  # idle by now: the server let the requests finish
+            self.lanes.close(WORKER_STOP_S)
         report = self.capture.close()
         log_event(
             logging.INFO,
