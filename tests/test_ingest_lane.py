@@ -182,14 +182,30 @@ def test_a_batch_whose_fsync_fails_fails_every_call(
 
     monkeypatch.setattr(deferred, "fsync_path", broken)
 
+    busy = threading.Event()
+    release = threading.Event()
+
+    def hold() -> int:  # keeps the lane busy until the next two calls queue behind it
+        busy.set()
+        release.wait(10)
+        return 0
+
     async def main() -> list[Any]:
         def call() -> int:
             return len(store.ingest_signals(U, signals(1), records=False))
 
-        return await asyncio.gather(lane.run(call), lane.run(lambda: 1), return_exceptions=True)
+        first = asyncio.ensure_future(lane.run(hold))
+        while not busy.is_set():
+            await asyncio.sleep(0.001)
+        batch = asyncio.gather(lane.run(call), lane.run(lambda: 1), return_exceptions=True)
+        await asyncio.sleep(0.01)
+        release.set()
+        assert await first == 0  # its batch wrote nothing: nothing to sync, nothing failed
+        return list(await batch)
 
     results = asyncio.run(main())
-    assert all(isinstance(r, StorageError) for r in results)
+    assert lane.batches == 2  # the two calls ran as one batch
+    assert all(isinstance(r, StorageError) for r in results)  # the one that wrote nothing too
     lane.close(5)
     store.close()
 
