@@ -11,6 +11,9 @@ from typing import Any
 import pytest
 
 from creative_memory import MemoryStore
+from creative_memory.engine.derivation.registry import DerivedState
+from creative_memory.engine.derivation.v1 import DerivedStateV1
+from creative_memory.engine.derivation.v2 import DerivedStateV2
 from creative_memory.engine.timeutil import parse_ts
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -98,4 +101,34 @@ def log_fsyncs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
         real(fd)
 
     monkeypatch.setattr(os, "fsync", fsync)
+    yield count
+
+
+@pytest.fixture
+def apply_counter(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """Counts calls of ``DerivedState.apply`` (events folded) in this process."""
+    count = [0]
+    original = DerivedState.apply
+
+    def counting(self: DerivedState, event: Any) -> Any:
+        count[0] += 1
+        return original(self, event)
+
+    def counting_fold(cls: type[DerivedState]) -> Callable[[DerivedState, Any], None]:
+        original_fold = cls.fold
+
+        def fold(self: DerivedState, events: Any) -> None:
+            # the bulk folds of versions 1 and 2 (3, 4) inline most signals instead of
+            # calling apply: count what they folded by the state's own event counter
+            start, calls = self.event_count, count[0]
+            try:
+                original_fold(self, events)
+            finally:
+                count[0] = calls + self.event_count - start
+
+        return fold
+
+    monkeypatch.setattr(DerivedState, "apply", counting)
+    for cls in (DerivedStateV1, DerivedStateV2):
+        monkeypatch.setattr(cls, "fold", counting_fold(cls))
     yield count

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,9 +17,6 @@ import msgspec
 import pytest
 
 from creative_memory import MemoryStore, build_prompt_block
-from creative_memory.engine.derivation.registry import DerivedState
-from creative_memory.engine.derivation.v1 import DerivedStateV1
-from creative_memory.engine.derivation.v2 import DerivedStateV2
 from creative_memory.engine.events import SignalEvent
 from creative_memory.engine.timeutil import format_ts
 from creative_memory.storage import FileStorage
@@ -75,35 +71,6 @@ def observe_from_scratch(
 def ts(clock: ManualClock) -> str:
     clock.advance_days(1)
     return format_ts(clock.ms)
-
-
-@pytest.fixture
-def apply_counter(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    count = [0]
-    original = DerivedState.apply
-
-    def counting(self: DerivedState, event: Any) -> Any:
-        count[0] += 1
-        return original(self, event)
-
-    def counting_fold(cls: type[DerivedState]) -> Callable[[DerivedState, Any], None]:
-        original_fold = cls.fold
-
-        def fold(self: DerivedState, events: Any) -> None:
-            # the bulk folds of versions 1 and 2 (3, 4) inline most signals instead of
-            # calling apply: count what they folded by the state's own event counter
-            start, calls = self.event_count, count[0]
-            try:
-                original_fold(self, events)
-            finally:
-                count[0] = calls + self.event_count - start
-
-        return fold
-
-    monkeypatch.setattr(DerivedState, "apply", counting)
-    for cls in (DerivedStateV1, DerivedStateV2):
-        monkeypatch.setattr(cls, "fold", counting_fold(cls))
-    yield count
 
 
 # -- prototype import ------------------------------------------------------------------------
