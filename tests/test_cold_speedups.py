@@ -30,7 +30,7 @@ from creative_memory.engine.timeutil import (
     try_parse_ts,
     ts_to_ms,
 )
-from tests.test_engine_speedups import T0, TYPES, history
+from tests.test_engine_speedups import T0, TYPES, fold_in_chunks, history, one_by_one
 
 KINDS = ("thumbs_up", "thumbs_down", "explicit_tag", "repeated_acceptance", "manual_refinement")
 
@@ -85,13 +85,6 @@ def verdicts(n: int, n_patterns: int, seed: int) -> list[Event]:
     return [msgspec.structs.replace(ev, seq=k) for k, ev in enumerate(out[:n], 1)]
 
 
-def one_by_one(version: str, events: list[Event], state: Any = None) -> Any:
-    state = new_state(version) if state is None else state
-    for ev in events:
-        state.apply(ev)
-    return state
-
-
 @pytest.mark.parametrize("version", ["2", "3", "4"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_version_2_bulk_fold_is_the_event_by_event_fold(version: str, seed: int) -> None:
@@ -106,16 +99,8 @@ def test_version_2_bulk_fold_is_the_event_by_event_fold(version: str, seed: int)
     assert whole.dump_extra()["row"] == expected_row
     assert whole.dump() == expected
     rng = random.Random(seed)
-    for materialize in (False, True):  # chunks, as the store streams a log
-        chunked = new_state(version)
-        at = 0
-        while at < len(events):
-            step = rng.randrange(1, 300)
-            chunked.fold(events[at : at + step])
-            if materialize:
-                chunked.materialize()
-            at += step
-        assert chunked.dump() == expected
+    for materialize in (False, True):
+        assert fold_in_chunks(version, events, rng, 300, materialize).dump() == expected
 
 
 @pytest.mark.parametrize("version", ["2", "3"])
@@ -229,14 +214,7 @@ def test_version_1_bulk_fold_with_shadows_across_keys_is_the_event_by_event_fold
     whole = new_state("1")
     whole.fold(events)
     assert whole.dump() == expected
-    chunked = new_state("1")
-    rng = random.Random(seed)
-    at = 0
-    while at < len(events):
-        step = rng.randrange(1, 80)
-        chunked.fold(events[at : at + step])
-        at += step
-    assert chunked.dump() == expected
+    assert fold_in_chunks("1", events, random.Random(seed), 80).dump() == expected
 
 
 def test_version_2_bulk_fold_with_few_look_ups_kept(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -108,28 +108,38 @@ def history(n: int, n_patterns: int, seed: int, *, extras: bool = True) -> list[
     return [msgspec.structs.replace(ev, seq=i) for i, ev in enumerate(out, 1)]
 
 
-def one_by_one(version: str, events: list[Event]) -> bytes:
-    state = new_state(version)
+def one_by_one(version: str, events: list[Event], state: Any = None) -> Any:
+    """``events`` applied one at a time (to a new state of ``version``, or to ``state``)."""
+    state = new_state(version) if state is None else state
     for ev in events:
         state.apply(ev)
-    return state.dump()
+    return state
+
+
+def fold_in_chunks(
+    version: str, events: list[Event], rng: random.Random, most: int, materialize: bool = False
+) -> Any:
+    """``events`` folded in chunks of 1 … ``most`` - 1 events, as the store streams a log
+    (materialised after each chunk with ``materialize``)."""
+    state = new_state(version)
+    at = 0
+    while at < len(events):
+        step = rng.randrange(1, most)
+        state.fold(events[at : at + step])
+        if materialize:
+            state.materialize()
+        at += step
+    return state
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_version_1_bulk_fold_is_the_event_by_event_fold(seed: int) -> None:
     events = history(3_000, 12, seed)
-    expected = one_by_one("1", events)
+    expected = one_by_one("1", events).dump()
     whole = new_state("1")
     whole.fold(events)
     assert whole.dump() == expected
-    chunked = new_state("1")  # chunks, as the store streams a log
-    rng = random.Random(seed)
-    at = 0
-    while at < len(events):
-        step = rng.randrange(1, 400)
-        chunked.fold(events[at : at + step])
-        at += step
-    assert chunked.dump() == expected
+    assert fold_in_chunks("1", events, random.Random(seed), 400).dump() == expected
 
 
 def test_version_1_bulk_fold_keeps_the_order_check() -> None:
