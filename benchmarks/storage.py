@@ -252,16 +252,22 @@ def ms(s: float) -> str:
     return f"{s * 1000:.1f} ms"
 
 
-def raw_fsync_rate(path: Path, n: int) -> float:
-    """Lines per second that one thread appends with ``write`` + ``fsync`` each."""
-    line = b'{"kind":"signal","v":1,"seq":1,"pattern":"' + b"x" * 300 + b'"}\n'
+RAW_LINE = b'{"kind":"signal","v":1,"seq":1,"pattern":"' + b"x" * 300 + b'"}\n'
+
+
+def raw_fsync_rate(
+    path: Path, writes: int, line: bytes = RAW_LINE, lines_per_write: int = 1
+) -> float:
+    """Lines per second that one thread appends to ``path`` (``O_APPEND``): ``writes``
+    writes of ``lines_per_write`` copies of ``line``, an fsync after each write."""
+    data = line * lines_per_write
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         t = time.perf_counter()
-        for _ in range(n):
-            os.write(fd, line)
+        for _ in range(writes):
+            os.write(fd, data)
             os.fsync(fd)
-        return n / (time.perf_counter() - t)
+        return writes * lines_per_write / (time.perf_counter() - t)
     finally:
         os.close(fd)
 

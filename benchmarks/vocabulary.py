@@ -408,20 +408,11 @@ def sample_line() -> bytes:
 
 
 def raw_fsync_rate(path: Path, line: bytes, writes: int, lines_per_write: int = 1) -> float:
-    """Lines per second: ``writes`` writes of ``lines_per_write`` lines to an ``O_APPEND``
-    file, fsync after each write."""
-    data = line * lines_per_write
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    """``benchmarks/storage.py``'s raw rate on a new file ``path``, removed afterwards."""
     try:
-        t = time.perf_counter()
-        for _ in range(writes):
-            os.write(fd, data)
-            os.fsync(fd)
-        took = time.perf_counter() - t
+        return storage_bench.raw_fsync_rate(path, writes, line, lines_per_write)
     finally:
-        os.close(fd)
         path.unlink()
-    return writes * lines_per_write / took
 
 
 def section_b(tmp: Path, versions: Sequence[str], n_single: int, n_batched: int) -> None:
