@@ -234,14 +234,7 @@ class Model:
         pattern's own effect) and their index, the column order (intercept first) and each
         column's position in it."""
         feats = sorted((k, f.col) for k, f in self.features.items())
-        seen: dict[str, int] = {}
-        for k, _ in feats:
-            seen[k[0]] = seen.get(k[0], 0) + 1
-        types = sorted(t for t, count in seen.items() if count > 1)
-        tpos = {t: i for i, t in enumerate(types)}
-        order = [0] + [c for _, c in feats]
-        pos = {c: p for p, c in enumerate(order)}
-        return feats, types, tpos, order, pos
+        return (feats, *levels_and_order(feats, type_sizes(feats)))
 
     def _emvs(
         self,
@@ -369,3 +362,23 @@ class Model:
         m.yy = {str(c): int(v) for c, v in d["yy"].items()}
         m.nrows = {str(c): int(v) for c, v in d["rows"].items()}
         return m
+
+
+def type_sizes(feats: list[tuple[FeatureKey, int]]) -> dict[str, int]:
+    """How many features of ``feats`` each type has (types in first-seen order)."""
+    sizes: dict[str, int] = {}
+    for k, _ in feats:
+        sizes[k[0]] = sizes.get(k[0], 0) + 1
+    return sizes
+
+
+def levels_and_order(
+    feats: list[tuple[FeatureKey, int]], sizes: dict[str, int]
+) -> tuple[list[str], dict[str, int], list[int], dict[int, int]]:
+    """:meth:`Model.canonical_layout` after its sorted ``feats``: the types with a level
+    (two or more features) and their index, the column order and each column's position."""
+    types = sorted(t for t, count in sizes.items() if count > 1)
+    tpos = {t: i for i, t in enumerate(types)}
+    order = [0] + [c for _, c in feats]
+    pos = {c: p for p, c in enumerate(order)}
+    return types, tpos, order, pos

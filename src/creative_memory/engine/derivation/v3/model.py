@@ -12,7 +12,14 @@ from itertools import repeat
 from typing import Any
 
 from creative_memory.engine.derivation.v2.features import Feature, FeatureKey
-from creative_memory.engine.derivation.v2.model import Fit, Model, by_reinforcement, class_sums
+from creative_memory.engine.derivation.v2.model import (
+    Fit,
+    Model,
+    by_reinforcement,
+    class_sums,
+    levels_and_order,
+    type_sizes,
+)
 from creative_memory.engine.derivation.v3.operator import (
     CG_TOLERANCE,
     CG_TOLERANCE_EM,
@@ -182,14 +189,8 @@ class ModelV3(Model):
                 sizes[key[0]] = sizes.get(key[0], 0) + 1
         else:
             feats = sorted((k, f.col) for k, f in self.features.items())
-            sizes = {}
-            for k, _ in feats:
-                sizes[k[0]] = sizes.get(k[0], 0) + 1
-        # a level for each type with two or more features (see canonical_layout)
-        types = sorted(t for t, c in sizes.items() if c > 1)
-        tpos = {t: i for i, t in enumerate(types)}
-        order = [0] + [c for _, c in feats]
-        pos = {c: p for p, c in enumerate(order)}
+            sizes = type_sizes(feats)
+        types, tpos, order, pos = levels_and_order(feats, sizes)
         n0 = len(order)
         ftype = np.full(n0, -1, dtype=np.int64)
         start = 1  # the features are sorted by type: each type's are consecutive
