@@ -78,8 +78,8 @@ def recording(storage: FileStorage) -> list[tuple[int, Appended]]:
     seen: list[tuple[int, Appended]] = []
     real = storage.append_positioned
 
-    def append_positioned(user_id: str, events: Any) -> Appended:
-        out = real(user_id, events)
+    def append_positioned(user_id: str, events: Any, **kw: Any) -> Appended:
+        out = real(user_id, events, **kw)
         seen.append((threading.get_ident(), out))
         return out
 

@@ -28,7 +28,7 @@ from creative_memory.engine.events import CHAIN_GENESIS, Event, SignalEvent, cha
 from creative_memory.storage import FileStorage
 from creative_memory.storage.base import Appended
 from creative_memory.storage.postgres import PostgresStorage
-from creative_memory.storage.postgres.appends import GroupCommit, Written
+from creative_memory.storage.postgres.appends import GroupCommit, Seen, Written
 
 pytest_plugins = ["tests.pg_fixtures"]
 
@@ -118,9 +118,11 @@ class _FakeLog:
         self.entered = threading.Event()
         self.fail_next = False
         self.seq: dict[str, int] = {}
+        self.seen: list[Seen | None] = []
 
-    def write(self, user_id: str, events: list[Event]) -> Written:
+    def write(self, user_id: str, events: list[Event], seen: Seen | None) -> Written:
         self.calls.append([e.pattern for e in events if isinstance(e, SignalEvent)])
+        self.seen.append(seen)
         self.entered.set()
         self.release.wait(10)
         if self.fail_next:
@@ -132,9 +134,9 @@ class _FakeLog:
         return out, "g", start
 
 
-def _queued(group: GroupCommit, user: str, n: int) -> None:
+def _queued(group: GroupCommit, user: str, n: int, seen: Seen | None = None) -> None:
     deadline = time.monotonic() + 10
-    while len(group._queues.get(user, [])) < n:  # the waiters have queued up
+    while len(group._queues.get((user, seen), [])) < n:  # the waiters have queued up
         assert time.monotonic() < deadline
         time.sleep(0.001)
 
@@ -145,7 +147,7 @@ def test_group_commit_batches_waiting_appends_in_arrival_order() -> None:
     got: dict[str, Appended] = {}
 
     def call(name: str, n: int = 1) -> None:
-        got[name] = group.append("u", [ev(f"{name}{j}") for j in range(n)])
+        got[name] = group.append(("u", None), [ev(f"{name}{j}") for j in range(n)])
 
     leader = threading.Thread(target=call, args=("a",))
     leader.start()
@@ -156,7 +158,9 @@ def test_group_commit_batches_waiting_appends_in_arrival_order() -> None:
         t.start()
         followers.append(t)
         _queued(group, "u", k + 1)
-    other = threading.Thread(target=lambda: got.__setitem__("x", group.append("v", [ev("x")])))
+    other = threading.Thread(
+        target=lambda: got.__setitem__("x", group.append(("v", None), [ev("x")]))
+    )
     other.start()  # another user is not queued behind "u": its write starts at once
     deadline = time.monotonic() + 10
     while ["x"] not in log.calls:
@@ -174,6 +178,33 @@ def test_group_commit_batches_waiting_appends_in_arrival_order() -> None:
     assert not group._queues  # nothing left behind
 
 
+def test_group_commit_groups_only_appends_conditioned_on_the_same_settings() -> None:
+    log = _FakeLog()
+    group = GroupCommit(log.write)
+    on, paused = Seen('{"paused": false}', None), Seen('{"paused": true}', None)
+
+    def call(name: str, seen: Seen | None) -> threading.Thread:
+        t = threading.Thread(target=group.append, args=(("u", seen), [ev(name)]))
+        t.start()
+        return t
+
+    threads = [call("a", on)]
+    assert log.entered.wait(10)  # "a" is being written
+    threads.append(call("b", on))
+    _queued(group, "u", 1, on)  # "b" waits behind "a" (same settings) ...
+    threads.append(call("c", paused))  # ... "c" (other settings) is not queued behind them
+    deadline = time.monotonic() + 10
+    while ["c"] not in log.calls:
+        assert time.monotonic() < deadline, "an append on other settings joined the group"
+        time.sleep(0.001)
+    log.release.set()
+    for t in threads:
+        t.join(10)
+    assert log.calls == [["a"], ["c"], ["b"]]
+    assert log.seen == [on, paused, on]
+    assert not group._queues
+
+
 def test_group_commit_fails_exactly_the_batch_whose_write_failed() -> None:
     log = _FakeLog()
     group = GroupCommit(log.write)
@@ -181,7 +212,7 @@ def test_group_commit_fails_exactly_the_batch_whose_write_failed() -> None:
 
     def call(name: str) -> None:
         try:
-            group.append("u", [ev(name)])
+            group.append(("u", None), [ev(name)])
             outcome[name] = "ok"
         except StorageError as exc:
             outcome[name] = str(exc)

@@ -24,7 +24,7 @@ from creative_memory.engine.derivation.registry import DerivedState, new_state
 from creative_memory.engine.events import Event
 from creative_memory.engine.models import Preference, Refinement
 from creative_memory.storage import LogSnapshot
-from creative_memory.storage.base import Appended, EventLogStorage
+from creative_memory.storage.base import Appended, EventLogStorage, SettingsSeen
 from creative_memory.storage.files.cache import cache_key
 
 
@@ -383,9 +383,17 @@ class DerivedStates:
             yield
 
     def append(
-        self, user_id: str, events: Sequence[Event], *, records: bool = True
+        self,
+        user_id: str,
+        events: Sequence[Event],
+        *,
+        records: bool = True,
+        if_settings: SettingsSeen | None = None,
     ) -> list[Preference | Refinement | None]:
-        """Durably append ``events``; with ``records``, return what each one touched.
+        """Durably append ``events`` (only if the user's settings are still
+        ``if_settings``, when it has a token: else
+        :class:`~creative_memory.storage.base.SettingsChanged`); with ``records``, return
+        what each one touched.
 
         The appended events are folded from memory when this store's state for the user
         ends right where the append began (no read-back); otherwise, without ``records``,
@@ -394,7 +402,7 @@ class DerivedStates:
         concurrent appends share one fsync (docs/storage.md, "Group commit"), and the fold
         from memory happens only if the user's lock is free at once."""
         if not records:
-            appended = self.storage.append_positioned(user_id, events)
+            appended = self.storage.append_positioned(user_id, events, if_settings=if_settings)
             if not appended.durable:  # a deferred sync: readers see it once synced
                 return [None] * len(appended.events)
             lock = self.user_lock(user_id)
@@ -405,7 +413,7 @@ class DerivedStates:
                     lock.release()
             return [None] * len(appended.events)
         with self.user_lock(user_id):
-            appended = self.storage.append_positioned(user_id, events)
+            appended = self.storage.append_positioned(user_id, events, if_settings=if_settings)
             if not appended.durable:  # pragma: no cover - no caller does this
                 raise RuntimeError("an append that returns records cannot be deferred")
             seqs = [e.seq for e in appended.events]

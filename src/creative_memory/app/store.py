@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from creative_memory.app import learning as rules
 from creative_memory.app.derived import DerivedStates, _Memo
 from creative_memory.app.door import LogDoor
 from creative_memory.app.paths import read_file
@@ -39,7 +40,6 @@ from creative_memory.engine.events import (
     LegacyRecordEvent,
     ProjectAnchorEvent,
     build_refinement_event,
-    build_signal_event,
     validate_project_id,
     validate_stored_event,
     validate_user_id,
@@ -63,7 +63,7 @@ from creative_memory.engine.scope import (
 )
 from creative_memory.engine.timeutil import format_ts, instant_to_ms
 from creative_memory.storage import FileStorage, UserSettings
-from creative_memory.storage.base import EventLogStorage
+from creative_memory.storage.base import EventLogStorage, SettingsSeen
 from creative_memory.storage.files.cache import DEFAULT_CACHE_CAPACITY
 from creative_memory.storage.files.fsutil import atomic_write
 
@@ -144,14 +144,10 @@ class MemoryStore:
         return self._storage.read_settings(user_id) or UserSettings()
 
     def _is_paused(self, settings: UserSettings) -> bool:
-        if not settings.paused:
-            return False
-        if settings.paused_until is None:
-            return True
-        return self.now_ms() < instant_to_ms(settings.paused_until, "paused_until")
+        return rules.is_paused(settings, self.now_ms())
 
     def _learning(self, settings: UserSettings) -> bool:
-        return settings.memory_enabled and not self._is_paused(settings)
+        return rules.is_learning(settings, self.now_ms())
 
     def _refresh(
         self,
@@ -171,9 +167,11 @@ class MemoryStore:
         *,
         records: bool = True,
         settings: UserSettings | None = None,
+        if_settings: SettingsSeen | None = None,
     ) -> list[Preference | Refinement | None]:
         states = self._states_of(user_id, settings=settings)
-        return states.append(user_id, self._door.admit(events), records=records)
+        admitted = self._door.admit(events)
+        return states.append(user_id, admitted, records=records, if_settings=if_settings)
 
     def _states_of(
         self, user_id: str, version: str | None = None, settings: UserSettings | None = None
@@ -234,29 +232,29 @@ class MemoryStore:
         do not need the records back (the next read derives).
         """
         validate_user_id(user_id)
-        settings = self._settings(user_id)
         now = self.now_ms()
-        recorded_at = format_ts(now)
-        events: list[Event] = []
-        learning = self._learning(settings)
-        if learning:
-            events = [build_signal_event(s, now, recorded_at) for s in signals]
-        if refinement is not None and not self._is_paused(settings):
-            events.append(build_refinement_event(refinement, recorded_at))
-        if not events:
-            return [None] * len(signals)
-        results = self._append(user_id, events, records=records, settings=settings)
-        if not learning:
+        decide = rules.signals_decision(signals, refinement, now)
+        settings, results = self._append_allowed(user_id, decide, records)
+        if results is None or not rules.is_learning(settings, now):
             return [None] * len(signals)
         return [r if isinstance(r, Preference) else None for r in results[: len(signals)]]
+
+    def _append_allowed(
+        self, user_id: str, decide: rules.Decision, records: bool = True
+    ) -> tuple[UserSettings, list[Preference | Refinement | None] | None]:
+        """Append what ``decide`` makes of the user's settings, on the condition that they
+        still hold (:func:`~creative_memory.app.learning.append_as_allowed`)."""
+
+        def append(st: UserSettings, events: Sequence[Event], seen: SettingsSeen) -> Any:
+            return self._append(user_id, events, records=records, settings=st, if_settings=seen)
+
+        return rules.append_as_allowed(self._storage, user_id, decide, append)
 
     def append_comparison(self, user_id: str, event: ComparisonEvent) -> bool:
         """Store a pairwise comparison unless learning is off; returns whether it was stored."""
         validate_user_id(user_id)
-        if not self._learning(self._settings(user_id)):
-            return False
-        self._append(user_id, [event], records=False)
-        return True
+        decide = rules.when(rules.is_learning, [event], self.now_ms())
+        return self._append_allowed(user_id, decide, records=False)[1] is not None
 
     def retrieve_for_injection(
         self, user_id: str, context: Mapping[str, Any] | None = None
@@ -373,7 +371,8 @@ class MemoryStore:
         ev = build_refinement_event(
             {"artifact_id": artifact_id, "project_id": project_id, "diff": diff}, recorded_at
         )
-        if self._is_paused(self._settings(user_id)):
+        _, stored = self._append_allowed(user_id, rules.when(rules.unpaused, [ev], self.now_ms()))
+        if stored is None:  # paused
             return Refinement(
                 id="ref_unsaved",
                 artifact_id=ev.artifact_id,
@@ -381,7 +380,7 @@ class MemoryStore:
                 timestamp=ev.at,
                 diff=ev.diff,
             )
-        (entry,) = self._append(user_id, [ev])
+        (entry,) = stored
         assert isinstance(entry, Refinement)
         return entry
 

@@ -8,7 +8,8 @@ same critical section.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import msgspec
@@ -47,6 +48,28 @@ class Appended(msgspec.Struct, kw_only=True):
     #: False for an append of a deferred-sync block (durable only when the block ends):
     #: not to be folded into a state that readers may see before then
     durable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class SettingsSeen:
+    """A user's settings as a backend saw them (docs/storage.md, "Settings an append
+    depends on"). ``fresh``: read just now (else remembered from an earlier read or
+    write of this process). ``token``: ``None``, or the backend's mark of what it saw —
+    an append conditioned on it (``if_settings``) happens only if the user's settings
+    are still these, else it writes nothing and raises :class:`SettingsChanged`."""
+
+    settings: UserSettings | None
+    fresh: bool = True
+    token: Hashable | None = None
+
+
+class SettingsChanged(Exception):
+    """An append conditioned on a :class:`SettingsSeen` found other settings and wrote
+    nothing; ``now`` is what the backend read instead (fresh, and a condition in turn)."""
+
+    def __init__(self, user_id: str, now: SettingsSeen) -> None:
+        super().__init__(f"the settings of user {user_id} changed")
+        self.now = now
 
 
 class EventLogStorage(Protocol):
@@ -94,8 +117,12 @@ class EventLogStorage(Protocol):
         write; returns them as stored. An acknowledged event is durable."""
         ...
 
-    def append_positioned(self, user_id: str, events: Sequence[Event]) -> Appended:
-        """:meth:`append`, also telling where the events landed (see :class:`Appended`)."""
+    def append_positioned(
+        self, user_id: str, events: Sequence[Event], *, if_settings: SettingsSeen | None = None
+    ) -> Appended:
+        """:meth:`append`, also telling where the events landed (see :class:`Appended`).
+        With ``if_settings`` carrying a token of this backend's, only if the user's
+        settings are still the ones it names (else :class:`SettingsChanged`)."""
         ...
 
     def rewrite(self, user_id: str, keep: Callable[[Event], Event | None]) -> int:
@@ -116,6 +143,12 @@ class EventLogStorage(Protocol):
     # -- settings ----------------------------------------------------------------------------
     def read_settings(self, user_id: str) -> UserSettings | None:
         """The user's stored settings, or ``None`` when there are none."""
+        ...
+
+    def recent_settings(self, user_id: str, *, fresh: bool = False) -> SettingsSeen:
+        """The user's settings for a decision an append depends on: as this process last
+        saw them when the backend can check them at the append (a token), else — and with
+        ``fresh`` — read now."""
         ...
 
     def write_settings(self, user_id: str, settings: UserSettings) -> None:

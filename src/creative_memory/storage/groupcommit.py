@@ -3,22 +3,27 @@ user that arrive while one of its writes is in flight wait, and the next leader 
 of them together — one write and one fsync for the file log, one transaction for
 PostgreSQL — chained in arrival order, exactly as one append after the other would be.
 Each caller returns once that write is durable, with its own events and positions.
-Appends of different users never wait for each other here.
+Appends of different users never wait for each other here. A backend may queue by more
+than the user (PostgreSQL: the user and the settings an append is conditioned on): calls
+group only with calls of the same key.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from typing import Generic, TypeVar
 
 from creative_memory.engine.errors import StorageError
 from creative_memory.engine.events import Event
 from creative_memory.storage.base import Appended
 
-#: Writes one user's batches (each call's events, in arrival order) durably, together;
+K = TypeVar("K", bound=Hashable)
+
+#: Writes one key's batches (each call's events, in arrival order) durably, together;
 #: returns each batch's :class:`Appended`, in the same order. If it raises, nothing of the
 #: batches is acknowledged.
-Commit = Callable[[str, Sequence[Sequence[Event]]], list[Appended]]
+Commit = Callable[[K, Sequence[Sequence[Event]]], list[Appended]]
 
 
 class _Waiter:
@@ -32,20 +37,21 @@ class _Waiter:
         self.error: BaseException | None = None
 
 
-class GroupCommit:
-    """Leader/follower queues, one per user with a write in flight (and only while it is)."""
+class GroupCommit(Generic[K]):
+    """Leader/follower queues, one per key (a user) with a write in flight (and only while
+    it is)."""
 
-    def __init__(self, commit: Commit) -> None:
+    def __init__(self, commit: Commit[K]) -> None:
         self._commit = commit
         self._lock = threading.Lock()
-        self._queues: dict[str, list[_Waiter]] = {}  # a user with a leader -> its waiters
+        self._queues: dict[K, list[_Waiter]] = {}  # a key with a leader -> its waiters
 
-    def pending(self, user_id: str) -> int:
+    def pending(self, user_id: K) -> int:
         """How many calls for ``user_id`` wait for the next write."""
         with self._lock:
             return len(self._queues.get(user_id, []))
 
-    def append(self, user_id: str, events: Sequence[Event]) -> Appended:
+    def append(self, user_id: K, events: Sequence[Event]) -> Appended:
         """Append ``events`` (non-empty), alone or together with concurrent appends of the
         same user; returns once they are durable. If the write fails, every call it carried
         fails: the leader with the error itself, the others with it (a ``StorageError`` as a
@@ -69,7 +75,7 @@ class GroupCommit:
         assert me.result is not None
         return me.result
 
-    def _lead(self, user_id: str, me: _Waiter) -> None:
+    def _lead(self, user_id: K, me: _Waiter) -> None:
         with self._lock:
             queue = self._queues[user_id]
             batch = [me, *queue]
@@ -89,7 +95,7 @@ class GroupCommit:
             if successor is not None:
                 successor.done.set()
 
-    def _write(self, user_id: str, batch: list[_Waiter]) -> None:
+    def _write(self, user_id: K, batch: list[_Waiter]) -> None:
         try:
             results = self._commit(user_id, [w.events for w in batch])
         except BaseException as exc:  # nothing of the batch was acknowledged: all fail

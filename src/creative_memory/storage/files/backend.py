@@ -40,7 +40,7 @@ from creative_memory.engine.events import (
     sequenced,
 )
 from creative_memory.engine.settings import UserSettings
-from creative_memory.storage.base import Appended, LogSnapshot
+from creative_memory.storage.base import Appended, LogSnapshot, SettingsSeen
 from creative_memory.storage.files.appending import (
     LOG_FORMAT_VERSION as LOG_FORMAT_VERSION,
 )
@@ -57,6 +57,7 @@ from creative_memory.storage.files.deferred import Deferring
 from creative_memory.storage.files.fsutil import atomic_write as atomic_write
 from creative_memory.storage.files.fsutil import fsync_dir as fsync_dir
 from creative_memory.storage.files.fsutil import make_private_dir as make_private_dir
+from creative_memory.storage.files.settings import SettingsReader
 from creative_memory.storage.groupcommit import GroupCommit
 
 LOG_NAME = "events.jsonl"
@@ -64,8 +65,6 @@ SETTINGS_NAME = "settings.json"
 SNAPSHOT_NAME = "snapshot.json"
 LOCK_NAME = ".lock"
 
-
-_settings_decoder = msgspec.json.Decoder(UserSettings)
 
 _thread_locks: dict[str, threading.Lock] = {}
 _thread_locks_guard = threading.Lock()
@@ -89,7 +88,7 @@ class FileStorage:
         self._lock_keys: dict[str, tuple[str, str]] = {}  # user → (lock key, lock path)
         self._log_paths: dict[str, Path] = {}
         self._settings_paths: dict[str, Path] = {}
-        self._settings_seen: dict[str, tuple[tuple[int, int, int], UserSettings]] = {}
+        self._settings = SettingsReader()
         # per user: the log's (inode, size, mtime) when this object last read or wrote it
         # to its end, and its generation — a read from that end finds nothing new while the
         # file is unchanged (an append changes size and mtime, a rewrite the inode)
@@ -396,7 +395,9 @@ class FileStorage:
         """Durably append ``events``; returns them as stored."""
         return self.append_positioned(user_id, events).events
 
-    def append_positioned(self, user_id: str, events: Sequence[Event]) -> Appended:
+    def append_positioned(
+        self, user_id: str, events: Sequence[Event], *, if_settings: SettingsSeen | None = None
+    ) -> Appended:
         """Append with one write and an fsync, shared with the appends of other threads
         of this process that queue meanwhile (group commit); byte offsets as positions.
 
@@ -404,7 +405,10 @@ class FileStorage:
         first caller (the leader) takes the lock, numbers and chains every queued batch in
         queue order, writes them all with one ``write``, fsyncs once and hands each caller
         its own :class:`Appended`. Nobody returns before the fsync; if the write or the
-        fsync fails, every call of the group fails (docs/storage.md, "Group commit")."""
+        fsync fails, every call of the group fails (docs/storage.md, "Group commit").
+        Settings are read fresh here (:meth:`recent_settings`): no token to check."""
+        if if_settings is not None and if_settings.token is not None:
+            raise ValueError("if_settings: a token of another storage")
         if not events:
             return Appended(events=[], generation=self.generation(user_id), start=0, end=0)
         scope = self._deferring.scope()
@@ -561,27 +565,11 @@ class FileStorage:
 
     def read_settings(self, user_id: str) -> UserSettings | None:
         """The user's settings (re-read only when the file changed), or ``None``."""
-        path = self._settings_path(user_id)
-        seen = self._settings_seen.get(user_id)
-        try:
-            if seen is not None:  # one stat when unchanged (the file is replaced by rename)
-                st = os.stat(path)
-                if seen[0] == (st.st_ino, st.st_size, st.st_mtime_ns):
-                    return msgspec.structs.replace(seen[1])
-            elif not os.access(path, os.F_OK):  # none (the usual case): no failed open
-                return None
-            with open(path, "rb") as f:
-                st = os.fstat(f.fileno())
-                stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
-                data = f.read()
-        except FileNotFoundError:
-            return None
-        try:
-            settings = _settings_decoder.decode(data)
-        except _DECODE_ERRORS as exc:
-            raise StorageError(f"{path}: unreadable settings ({exc})") from exc
-        self._settings_seen[user_id] = (stamp, settings)
-        return msgspec.structs.replace(settings)
+        return self._settings.read(self._settings_path(user_id))
+
+    def recent_settings(self, user_id: str, *, fresh: bool = False) -> SettingsSeen:
+        """Always read now (a stat when unchanged): no token."""
+        return SettingsSeen(self.read_settings(user_id))
 
     def write_settings(self, user_id: str, settings: UserSettings) -> None:
         """Atomically replace the settings."""

@@ -8,15 +8,21 @@ still at that tail: same ``generation`` and ``seq_floor``) and inserts the rows;
 inserted means another writer (a thread or a replica) got there first, and the append is
 re-chained onto the new tail and retried. ``(generation, seq_floor)`` names the log's whole
 content: within a generation rows are only ever added, and every append raises the floor.
+
+An append conditioned on the user's settings (``%(chk)s``) also matches nothing when the
+settings are no longer ``%(st)s`` (compared as ``jsonb``: by value, not by text), so the
+settings a caller decided on and its append are one statement too (docs/storage.md,
+"Settings an append depends on").
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import LiteralString
 
 from creative_memory.engine.events import Event
+from creative_memory.engine.settings import UserSettings
 from creative_memory.storage.base import Appended
 from creative_memory.storage.groupcommit import GroupCommit as SharedGroupCommit
 
@@ -26,9 +32,10 @@ LOCK_EXPR: LiteralString = (
     "'creative-memory:user:' || coalesce(current_schema(), '') || '/' || %(u)s::text, 0))"
 )
 
-#: Where the log ends, read without a lock (a guess that the conditional append checks).
+#: Where the log ends, and the settings, read without a lock (a guess that the conditional
+#: append checks).
 SQL_TAIL: LiteralString = (
-    "SELECT u.generation, u.seq_floor, last.h, last.seq FROM cm_users u "
+    "SELECT u.generation, u.seq_floor, last.h, last.seq, u.settings::text FROM cm_users u "
     "LEFT JOIN LATERAL (SELECT e.h, e.seq FROM cm_events e "
     "WHERE e.user_id = u.user_id ORDER BY e.seq DESC LIMIT 1) last ON true "
     "WHERE u.user_id = %(u)s::text"
@@ -41,7 +48,8 @@ _GUARD: LiteralString = (
     "WITH lk AS (SELECT " + LOCK_EXPR + "), "
     "up AS (UPDATE cm_users SET seq_floor = %(end)s::bigint "
     "WHERE user_id = %(u)s::text AND generation = %(g)s::text "
-    "AND seq_floor = %(f)s::bigint AND EXISTS (SELECT FROM lk) RETURNING 1) "
+    "AND seq_floor = %(f)s::bigint AND EXISTS (SELECT FROM lk) "
+    "AND (NOT %(chk)s::boolean OR settings IS NOT DISTINCT FROM %(st)s::jsonb) RETURNING 1) "
     "INSERT INTO cm_events (user_id, seq, kind, h, line) "
 )
 
@@ -77,18 +85,32 @@ class Tail:
     last_h: str
 
 
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """The token of a :class:`~creative_memory.storage.base.SettingsSeen`: the settings
+    column's text as read or written (``None``: no settings) and what it decodes to."""
+
+    text: str | None
+    settings: UserSettings | None = field(compare=False, hash=False)
+
+
+#: A group's key: the user, and the settings its appends are conditioned on (if any).
+Key = tuple[str, Seen | None]
+
 #: What a batch commit returns: the events as stored, the generation, the seq before them.
 Written = tuple[list[Event], str, int]
 
 
-class GroupCommit(SharedGroupCommit):
+class GroupCommit(SharedGroupCommit[Key]):
     """The shared group commit (:mod:`creative_memory.storage.groupcommit`) over
     ``write``, which commits one user's events — every call's of a batch, in arrival order
-    — in **one** transaction; each call gets its own events and seq positions back."""
+    — in **one** transaction; each call gets its own events and seq positions back. Calls
+    conditioned on different settings go in different groups."""
 
-    def __init__(self, write: Callable[[str, list[Event]], Written]) -> None:
-        def commit(user_id: str, batches: Sequence[Sequence[Event]]) -> list[Appended]:
-            out, generation, start = write(user_id, [e for b in batches for e in b])
+    def __init__(self, write: Callable[[str, list[Event], Seen | None], Written]) -> None:
+        def commit(key: Key, batches: Sequence[Sequence[Event]]) -> list[Appended]:
+            user_id, seen = key
+            out, generation, start = write(user_id, [e for b in batches for e in b], seen)
             results, i = [], 0
             for b in batches:
                 part = out[i : i + len(b)]

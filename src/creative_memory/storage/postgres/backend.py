@@ -19,7 +19,7 @@ from creative_memory.engine.events import (
     sequenced,
 )
 from creative_memory.engine.settings import UserSettings
-from creative_memory.storage.base import Appended, LogSnapshot
+from creative_memory.storage.base import Appended, LogSnapshot, SettingsChanged, SettingsSeen
 from creative_memory.storage.files.cache import DEFAULT_CACHE_CAPACITY
 from creative_memory.storage.postgres.appends import (
     SQL_APPEND_MANY,
@@ -27,6 +27,7 @@ from creative_memory.storage.postgres.appends import (
     SQL_STORED_H,
     SQL_TAIL,
     GroupCommit,
+    Seen,
     Tail,
     Written,
 )
@@ -67,6 +68,7 @@ class PostgresStorage:
     ) -> None:
         self.cache_capacity = cache_capacity
         self._tails: dict[str, Tail] = {}  # user -> the log's tail as last written here
+        self._seen: dict[str, SettingsSeen] = {}  # user -> the settings as last seen here
         self._group = GroupCommit(self._write)
         self._db = Connections(
             url, min_size=min_size, max_size=max_size, connect_timeout=connect_timeout
@@ -250,55 +252,78 @@ class PostgresStorage:
         """Durably append ``events`` in one transaction; returns them as stored."""
         return self.append_positioned(user_id, events).events
 
-    def append_positioned(self, user_id: str, events: Sequence[Event]) -> Appended:
+    def append_positioned(
+        self, user_id: str, events: Sequence[Event], *, if_settings: SettingsSeen | None = None
+    ) -> Appended:
         """Positions are ``seq`` values, as in :meth:`read_events`: ``start`` is the seq of
         the last event before the new ones (0 when none), ``end`` the last new seq.
-        Concurrent appends of the same user share one transaction (:class:`GroupCommit`)."""
+        Concurrent appends of the same user (and the same ``if_settings``) share one
+        transaction (:class:`GroupCommit`); ``if_settings`` is checked in it."""
+        seen = None if if_settings is None else if_settings.token
+        if seen is not None and not isinstance(seen, Seen):
+            raise ValueError("if_settings: a token of another storage")
         if not events:
             return Appended(events=[], generation=self.generation(user_id), start=0, end=0)
-        return self._group.append(user_id, events)
+        return self._group.append((user_id, seen), events)
 
-    def _write(self, user_id: str, events: list[Event]) -> Written:
+    def _write(self, user_id: str, events: list[Event], seen: Seen | None) -> Written:
         """Commit ``events`` after the log's tail: one conditional statement onto the tail
         this process saw last (or just read), re-chained and retried when another writer
         moved it; the locked transaction for a log that does not exist yet, or after
-        repeated losses to other writers."""
+        repeated losses to other writers. With ``seen``, only if the settings are still
+        those (else :class:`SettingsChanged`, nothing written)."""
         tail = self._tails.get(user_id)
         for _ in range(_OPTIMISTIC_TRIES):
             if tail is None:
-                tail = self._read_tail(user_id)
+                tail, now = self._read_tail(user_id)
+                seen = self._check_seen(user_id, seen, now)
                 if tail is None:
                     break
             out = sequenced(events, tail.floor, tail.last_h)
-            if self._append_if_at(user_id, tail, out):
+            if self._append_if_at(user_id, tail, out, seen):
                 self._remember(user_id, Tail(tail.generation, out[-1].seq, out[-1].seq, out[-1].h))
                 return out, tail.generation, tail.last_seq
             tail = None
-        return self._append_locked(user_id, events)
+        return self._append_locked(user_id, events, seen)
 
     def _remember(self, user_id: str, tail: Tail) -> None:
         if len(self._tails) >= _TAILS_KEPT:
             self._tails.clear()
         self._tails[user_id] = tail
 
-    def _read_tail(self, user_id: str) -> Tail | None:
-        """The log's tail as now committed (no lock: the conditional append checks it);
-        ``None`` when the log does not exist yet."""
+    def _read_tail(self, user_id: str) -> tuple[Tail | None, str | None]:
+        """The log's tail as now committed (no lock: the conditional append checks it;
+        ``None`` when the log does not exist yet) and the settings column's text."""
         with self._db.conn() as conn:
             row = conn.execute(SQL_TAIL, {"u": user_id}, prepare=True).fetchone()
-        if row is None or row[0] is None:
-            return None
+        if row is None:
+            return None, None
+        if row[0] is None:
+            return None, row[4]
         last_seq = int(row[3]) if row[3] is not None else 0
-        return Tail(row[0], int(row[1]), last_seq, row[2] or CHAIN_GENESIS)
+        return Tail(row[0], int(row[1]), last_seq, row[2] or CHAIN_GENESIS), row[4]
 
-    def _append_if_at(self, user_id: str, tail: Tail, out: list[Event]) -> bool:
-        """Insert ``out`` in one autocommit statement if the log is still at ``tail``;
-        whether it was. No ping first: when the connection turns out dead, whether the
-        statement committed is read back (the ``h`` at the last new seq, same generation)
-        and the append is retried on a fresh connection only if it did not."""
+    def _check_seen(self, user_id: str, seen: Seen | None, text: str | None) -> Seen | None:
+        """The condition to append on, now that the settings column reads ``text``: ``seen``
+        again (or the same settings under their stored text); raises
+        :class:`SettingsChanged` when they are other settings."""
+        if seen is None or text == seen.text:
+            return seen
+        now = self._remember_settings(user_id, text)
+        if now.settings != seen.settings:
+            raise SettingsChanged(user_id, now)
+        assert isinstance(now.token, Seen)
+        return now.token
+
+    def _append_if_at(self, user_id: str, tail: Tail, out: list[Event], seen: Seen | None) -> bool:
+        """Insert ``out`` in one autocommit statement if the log is still at ``tail`` (and
+        the settings ``seen``); whether it was. No ping first: when the connection turns
+        out dead, whether the statement committed is read back (the ``h`` at the last new
+        seq, same generation) and the append is retried on a fresh connection only if it
+        did not."""
         last = out[-1]
         params: dict[str, Any] = {"u": user_id, "g": tail.generation, "f": tail.floor}
-        params["end"] = last.seq
+        params.update(end=last.seq, chk=seen is not None, st=None if seen is None else seen.text)
         if len(out) == 1:
             sql = SQL_APPEND_ONE
             params.update(s=last.seq, k=_kind(last), h=last.h, l=encode_event(last))
@@ -332,11 +357,12 @@ class PostgresStorage:
             ) from lost
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _append_locked(self, user_id: str, events: Sequence[Event]) -> Written:
-        """The append as one locked transaction reading the tail itself: for the first
-        events of a log, and the fallback under contention."""
+    def _append_locked(self, user_id: str, events: Sequence[Event], seen: Seen | None) -> Written:
+        """The append as one locked transaction reading the tail (and the settings) itself:
+        for the first events of a log, and the fallback under contention."""
         with self._db.tx(user_id) as conn:
             row = conn.execute(SQL_TAIL, {"u": user_id}).fetchone()
+            self._check_seen(user_id, seen, None if row is None else row[4])
             if row is None:
                 generation = secrets.token_hex(8)
                 conn.execute(
@@ -445,28 +471,49 @@ class PostgresStorage:
 
     def read_settings(self, user_id: str) -> UserSettings | None:
         """The user's settings, or ``None`` when there are none."""
+        return self.recent_settings(user_id, fresh=True).settings
+
+    def recent_settings(self, user_id: str, *, fresh: bool = False) -> SettingsSeen:
+        """The settings as this process last read or wrote them (no round trip), else —
+        and with ``fresh`` — read now; with a token either way (the append checks it)."""
+        if not fresh and (seen := self._seen.get(user_id)) is not None:
+            return seen
         with self._db.conn() as conn:
             row = conn.execute(
                 "SELECT settings::text FROM cm_users WHERE user_id = %s", (user_id,)
             ).fetchone()
-        if row is None or row[0] is None:
-            return None
-        return self._decode_settings(user_id, row[0])
+        return self._remember_settings(user_id, None if row is None else row[0])
 
-    @staticmethod
+    def _remember_settings(self, user_id: str, text: str | None) -> SettingsSeen:
+        """The settings column's ``text`` just read or written, decoded and remembered for
+        :meth:`recent_settings` (its readers share the object: they do not change it);
+        returned as read now."""
+        settings = None if text is None else self._decode_settings(user_id, text)
+        seen = Seen(text, settings)
+        if len(self._seen) >= _TAILS_KEPT:
+            self._seen.clear()
+        self._seen[user_id] = SettingsSeen(settings, fresh=False, token=seen)
+        return SettingsSeen(settings, fresh=True, token=seen)
+
     def _store_settings(
-        conn: psycopg.Connection[tuple[Any, ...]], user_id: str, settings: UserSettings
-    ) -> None:
+        self, conn: psycopg.Connection[tuple[Any, ...]], user_id: str, settings: UserSettings
+    ) -> str:
+        """Write the settings in ``conn``'s transaction; their text (remember it once the
+        transaction committed)."""
+        self._seen.pop(user_id, None)
+        text = _encoder.encode(settings).decode()
         conn.execute(
             "INSERT INTO cm_users (user_id, settings) VALUES (%s, %s::jsonb) "
             "ON CONFLICT (user_id) DO UPDATE SET settings = EXCLUDED.settings",
-            (user_id, _encoder.encode(settings).decode()),
+            (user_id, text),
         )
+        return text
 
     def write_settings(self, user_id: str, settings: UserSettings) -> None:
         """Replace the user's settings (one transaction under the user's lock)."""
         with self._db.tx(user_id) as conn:
-            self._store_settings(conn, user_id, settings)
+            text = self._store_settings(conn, user_id, settings)
+        self._remember_settings(user_id, text)
 
     def update_settings(
         self, user_id: str, change: Callable[[UserSettings], UserSettings]
@@ -482,7 +529,8 @@ class PostgresStorage:
                 else UserSettings()
             )
             new = change(current)
-            self._store_settings(conn, user_id, new)
+            text = self._store_settings(conn, user_id, new)
+        self._remember_settings(user_id, text)
         return new
 
     # -- derived artefacts -------------------------------------------------------------------
