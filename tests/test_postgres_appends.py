@@ -5,8 +5,8 @@ connections (docs/deploy.md, "Writes").
   once give a gap-free, correctly chained log holding every event exactly once, each call's
   returned events and positions are the stored ones, and the bytes equal the file
   backend's for the same events in the same order.
-* The group commit batches appends that wait behind an in-flight one into one write, in
-  arrival order, and a failed write fails every append of its batch (and only those).
+* (The group commit's batching: ``tests/test_group_commit.py``; appends of several users in
+  one transaction: ``tests/test_postgres_shared_commit.py``.)
 * A connection lost around the append statement: retried when nothing was stored, not
   repeated when the statement did commit and only the reply was lost.
 """
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,12 +22,10 @@ import msgspec
 import psycopg
 import pytest
 
-from creative_memory import StorageError
 from creative_memory.engine.events import CHAIN_GENESIS, Event, SignalEvent, chain_hash
 from creative_memory.storage import FileStorage
 from creative_memory.storage.base import Appended
 from creative_memory.storage.postgres import PostgresStorage
-from creative_memory.storage.postgres.appends import GroupCommit, Seen, Written
 
 pytest_plugins = ["tests.pg_fixtures"]
 
@@ -107,133 +104,6 @@ def test_concurrent_appends_for_one_user_give_a_gap_free_chained_log(
     finally:
         for st in stores:
             st.close()
-
-
-class _FakeLog:
-    """A write function for GroupCommit that blocks its first call until released."""
-
-    def __init__(self) -> None:
-        self.calls: list[list[str]] = []
-        self.release = threading.Event()
-        self.entered = threading.Event()
-        self.fail_next = False
-        self.seq: dict[str, int] = {}
-        self.seen: list[Seen | None] = []
-
-    def write(self, user_id: str, events: list[Event], seen: Seen | None) -> Written:
-        self.calls.append([e.pattern for e in events if isinstance(e, SignalEvent)])
-        self.seen.append(seen)
-        self.entered.set()
-        self.release.wait(10)
-        if self.fail_next:
-            self.fail_next = False
-            raise StorageError("database down")
-        start = self.seq.get(user_id, 0)
-        out = [msgspec.structs.replace(e, seq=start + i) for i, e in enumerate(events, 1)]
-        self.seq[user_id] = start + len(events)
-        return out, "g", start
-
-
-def _queued(group: GroupCommit, user: str, n: int, seen: Seen | None = None) -> None:
-    deadline = time.monotonic() + 10
-    while len(group._queues.get((user, seen), [])) < n:  # the waiters have queued up
-        assert time.monotonic() < deadline
-        time.sleep(0.001)
-
-
-def test_group_commit_batches_waiting_appends_in_arrival_order() -> None:
-    log = _FakeLog()
-    group = GroupCommit(log.write)
-    got: dict[str, Appended] = {}
-
-    def call(name: str, n: int = 1) -> None:
-        got[name] = group.append(("u", None), [ev(f"{name}{j}") for j in range(n)])
-
-    leader = threading.Thread(target=call, args=("a",))
-    leader.start()
-    assert log.entered.wait(10)  # "a" is being written; the next ones wait behind it
-    followers = []
-    for k, name in enumerate("bcd"):
-        t = threading.Thread(target=call, args=(name, k + 1))
-        t.start()
-        followers.append(t)
-        _queued(group, "u", k + 1)
-    other = threading.Thread(
-        target=lambda: got.__setitem__("x", group.append(("v", None), [ev("x")]))
-    )
-    other.start()  # another user is not queued behind "u": its write starts at once
-    deadline = time.monotonic() + 10
-    while ["x"] not in log.calls:
-        assert time.monotonic() < deadline, "another user's append waited for this one's"
-        time.sleep(0.001)
-    log.release.set()
-    for t in [leader, *followers, other]:
-        t.join(10)
-    calls_u = [c for c in log.calls if c != ["x"]]
-    assert calls_u == [["a0"], ["b0", "c0", "c1", "d0", "d1", "d2"]]  # one write for b, c, d
-    assert [e.seq for e in got["a"].events] == [1]
-    assert (got["b"].start, got["b"].end) == (1, 2)
-    assert (got["c"].start, got["c"].end, [e.seq for e in got["c"].events]) == (2, 4, [3, 4])
-    assert (got["d"].start, got["d"].end) == (4, 7)
-    assert not group._queues  # nothing left behind
-
-
-def test_group_commit_groups_only_appends_conditioned_on_the_same_settings() -> None:
-    log = _FakeLog()
-    group = GroupCommit(log.write)
-    on, paused = Seen('{"paused": false}', None), Seen('{"paused": true}', None)
-
-    def call(name: str, seen: Seen | None) -> threading.Thread:
-        t = threading.Thread(target=group.append, args=(("u", seen), [ev(name)]))
-        t.start()
-        return t
-
-    threads = [call("a", on)]
-    assert log.entered.wait(10)  # "a" is being written
-    threads.append(call("b", on))
-    _queued(group, "u", 1, on)  # "b" waits behind "a" (same settings) ...
-    threads.append(call("c", paused))  # ... "c" (other settings) is not queued behind them
-    deadline = time.monotonic() + 10
-    while ["c"] not in log.calls:
-        assert time.monotonic() < deadline, "an append on other settings joined the group"
-        time.sleep(0.001)
-    log.release.set()
-    for t in threads:
-        t.join(10)
-    assert log.calls == [["a"], ["c"], ["b"]]
-    assert log.seen == [on, paused, on]
-    assert not group._queues
-
-
-def test_group_commit_fails_exactly_the_batch_whose_write_failed() -> None:
-    log = _FakeLog()
-    group = GroupCommit(log.write)
-    outcome: dict[str, str] = {}
-
-    def call(name: str) -> None:
-        try:
-            group.append(("u", None), [ev(name)])
-            outcome[name] = "ok"
-        except StorageError as exc:
-            outcome[name] = str(exc)
-
-    first = threading.Thread(target=call, args=("a",))
-    first.start()
-    assert log.entered.wait(10)
-    rest = [threading.Thread(target=call, args=(n,)) for n in "bc"]
-    for k, t in enumerate(rest):
-        t.start()
-        _queued(group, "u", k + 1)
-    log.release.set()  # "a" succeeds; then b + c are written together ...
-    first.join(10)
-    for t in rest:
-        t.join(10)
-    assert outcome == {"a": "ok", "b": "ok", "c": "ok"}
-    log.fail_next = True  # ... and a failing write fails its callers, the next one works
-    call("d")
-    call("e")
-    assert outcome["d"] == "database down" and outcome["e"] == "ok"
-    assert log.calls == [["a"], ["b", "c"], ["d"], ["e"]]
 
 
 class _Losing:

@@ -1,11 +1,10 @@
-"""Group commit, for every backend (docs/storage.md, "Group commit"): the appends of one
-user that arrive while one of its writes is in flight wait, and the next leader writes all
-of them together — one write and one fsync for the file log, one transaction for
-PostgreSQL — chained in arrival order, exactly as one append after the other would be.
-Each caller returns once that write is durable, with its own events and positions.
-Appends of different users never wait for each other here. A backend may queue by more
-than the user (PostgreSQL: the user and the settings an append is conditioned on): calls
-group only with calls of the same key.
+"""Group commit, for every backend (docs/storage.md, "Group commit"): the appends that
+arrive under one key while a write of that key is in flight wait, and the next leader
+writes all of them together — one write and one fsync for the file log (a key per user),
+one transaction for PostgreSQL (one key for the process: appends of several users share a
+transaction) — in arrival order, exactly as one append after the other would be. Each
+caller returns once that write is durable, with its own events and positions, or with its
+own error.
 """
 
 from __future__ import annotations
@@ -15,48 +14,48 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Generic, TypeVar
 
 from creative_memory.engine.errors import StorageError
-from creative_memory.engine.events import Event
 from creative_memory.storage.base import Appended
 
 K = TypeVar("K", bound=Hashable)
+P = TypeVar("P")
 
-#: Writes one key's batches (each call's events, in arrival order) durably, together;
-#: returns each batch's :class:`Appended`, in the same order. If it raises, nothing of the
-#: batches is acknowledged.
-Commit = Callable[[K, Sequence[Sequence[Event]]], list[Appended]]
+#: Writes one key's calls (each call's payload, in arrival order) durably, together;
+#: returns each call's :class:`Appended` — or the exception that call fails with — in the
+#: same order. If it raises, every call fails with that exception.
+Commit = Callable[[K, Sequence[P]], Sequence[Appended | BaseException]]
 
 
-class _Waiter:
-    __slots__ = ("done", "error", "events", "lead", "result")
+class _Waiter(Generic[P]):
+    __slots__ = ("done", "error", "lead", "payload", "result")
 
-    def __init__(self, events: Sequence[Event]) -> None:
-        self.events = events
+    def __init__(self, payload: P) -> None:
+        self.payload = payload
         self.done = threading.Event()
         self.lead = False
         self.result: Appended | None = None
         self.error: BaseException | None = None
 
 
-class GroupCommit(Generic[K]):
-    """Leader/follower queues, one per key (a user) with a write in flight (and only while
-    it is)."""
+class GroupCommit(Generic[K, P]):
+    """Leader/follower queues, one per key with a write in flight (and only while it is)."""
 
-    def __init__(self, commit: Commit[K]) -> None:
+    def __init__(self, commit: Commit[K, P]) -> None:
         self._commit = commit
         self._lock = threading.Lock()
-        self._queues: dict[K, list[_Waiter]] = {}  # a key with a leader -> its waiters
+        self._queues: dict[K, list[_Waiter[P]]] = {}  # a key with a leader -> its waiters
 
     def pending(self, user_id: K) -> int:
         """How many calls for ``user_id`` wait for the next write."""
         with self._lock:
             return len(self._queues.get(user_id, []))
 
-    def append(self, user_id: K, events: Sequence[Event]) -> Appended:
-        """Append ``events`` (non-empty), alone or together with concurrent appends of the
-        same user; returns once they are durable. If the write fails, every call it carried
-        fails: the leader with the error itself, the others with it (a ``StorageError`` as a
-        new one, raised from it, so each thread has its own traceback)."""
-        me = _Waiter(events)
+    def append(self, user_id: K, payload: P) -> Appended:
+        """Append ``payload`` (events, non-empty), alone or together with concurrent appends
+        of the same key; returns once they are durable. If the write fails, every call it
+        carried fails: the leader with the error itself, the others with it (a
+        ``StorageError`` as a new one, raised from it, so each thread has its own
+        traceback); a call the write fails alone fails the same way."""
+        me = _Waiter(payload)
         with self._lock:
             queue = self._queues.get(user_id)
             if queue is None:
@@ -75,7 +74,7 @@ class GroupCommit(Generic[K]):
         assert me.result is not None
         return me.result
 
-    def _lead(self, user_id: K, me: _Waiter) -> None:
+    def _lead(self, user_id: K, me: _Waiter[P]) -> None:
         with self._lock:
             queue = self._queues[user_id]
             batch = [me, *queue]
@@ -95,12 +94,15 @@ class GroupCommit(Generic[K]):
             if successor is not None:
                 successor.done.set()
 
-    def _write(self, user_id: K, batch: list[_Waiter]) -> None:
+    def _write(self, user_id: K, batch: list[_Waiter[P]]) -> None:
         try:
-            results = self._commit(user_id, [w.events for w in batch])
+            results = self._commit(user_id, [w.payload for w in batch])
         except BaseException as exc:  # nothing of the batch was acknowledged: all fail
             for w in batch:
                 w.error = exc
             return
         for w, result in zip(batch, results, strict=True):
-            w.result = result
+            if isinstance(result, BaseException):
+                w.error = result
+            else:
+                w.result = result

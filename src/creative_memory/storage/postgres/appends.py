@@ -1,13 +1,14 @@
-"""Appends to the PostgreSQL event log: the SQL of the one-statement append and the
-per-user group commit (design: the package docstring and docs/deploy.md).
+"""Appends to the PostgreSQL event log: the SQL of the one-statement append (how it is
+sent, alone or with other users' in one transaction: :mod:`.writer`; design: the package
+docstring and docs/deploy.md).
 
-An append is normally **one statement in autocommit mode** — its own transaction, one
-round trip, prepared once per connection — that takes the user's advisory lock, moves
-``cm_users.seq_floor`` from the tail the writer chained its events onto (only if the log is
-still at that tail: same ``generation`` and ``seq_floor``) and inserts the rows; zero rows
-inserted means another writer (a thread or a replica) got there first, and the append is
-re-chained onto the new tail and retried. ``(generation, seq_floor)`` names the log's whole
-content: within a generation rows are only ever added, and every append raises the floor.
+An append is **one statement** — prepared once per connection — that takes the user's
+advisory lock, moves ``cm_users.seq_floor`` from the tail the writer chained its events
+onto (only if the log is still at that tail: same ``generation`` and ``seq_floor``) and
+inserts the rows; zero rows inserted means another writer (a thread or a replica) got
+there first, and the append is re-chained onto the new tail and retried.
+``(generation, seq_floor)`` names the log's whole content: within a generation rows are
+only ever added, and every append raises the floor.
 
 An append conditioned on the user's settings (``%(chk)s``) also matches nothing when the
 settings are no longer ``%(st)s`` (compared as ``jsonb``: by value, not by text), so the
@@ -17,14 +18,10 @@ settings a caller decided on and its append are one statement too (docs/storage.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import LiteralString
 
-from creative_memory.engine.events import Event
 from creative_memory.engine.settings import UserSettings
-from creative_memory.storage.base import Appended
-from creative_memory.storage.groupcommit import GroupCommit as SharedGroupCommit
 
 #: The user's transaction-scoped advisory lock, as an expression (``%(u)s`` = user id).
 LOCK_EXPR: LiteralString = (
@@ -93,32 +90,3 @@ class Seen:
     text: str | None
     settings: UserSettings | None = field(compare=False, hash=False)
 
-
-#: A group's key: the user, and the settings its appends are conditioned on (if any).
-Key = tuple[str, Seen | None]
-
-#: What a batch commit returns: the events as stored, the generation, the seq before them.
-Written = tuple[list[Event], str, int]
-
-
-class GroupCommit(SharedGroupCommit[Key]):
-    """The shared group commit (:mod:`creative_memory.storage.groupcommit`) over
-    ``write``, which commits one user's events — every call's of a batch, in arrival order
-    — in **one** transaction; each call gets its own events and seq positions back. Calls
-    conditioned on different settings go in different groups."""
-
-    def __init__(self, write: Callable[[str, list[Event], Seen | None], Written]) -> None:
-        def commit(key: Key, batches: Sequence[Sequence[Event]]) -> list[Appended]:
-            user_id, seen = key
-            out, generation, start = write(user_id, [e for b in batches for e in b], seen)
-            results, i = [], 0
-            for b in batches:
-                part = out[i : i + len(b)]
-                i += len(b)
-                results.append(
-                    Appended(events=part, generation=generation, start=start, end=part[-1].seq)
-                )
-                start = part[-1].seq
-            return results
-
-        super().__init__(commit)

@@ -11,47 +11,22 @@ import psycopg
 
 from creative_memory.engine.errors import StorageError
 from creative_memory.engine.events import (
-    CHAIN_GENESIS,
     Event,
     decode_event,
-    encode_event,
     rechain,
-    sequenced,
 )
 from creative_memory.engine.settings import UserSettings
-from creative_memory.storage.base import Appended, LogSnapshot, SettingsChanged, SettingsSeen
+from creative_memory.storage.base import Appended, LogSnapshot, SettingsSeen
 from creative_memory.storage.files.cache import DEFAULT_CACHE_CAPACITY
-from creative_memory.storage.postgres.appends import (
-    SQL_APPEND_MANY,
-    SQL_APPEND_ONE,
-    SQL_STORED_H,
-    SQL_TAIL,
-    GroupCommit,
-    Seen,
-    Tail,
-    Written,
-)
-from creative_memory.storage.postgres.connections import (
-    ACQUIRE_TRIES,
-    DEFAULT_POOL_SIZE,
-    Connections,
-)
+from creative_memory.storage.postgres.appends import Seen
+from creative_memory.storage.postgres.connections import DEFAULT_POOL_SIZE, Connections
+from creative_memory.storage.postgres.writer import TAILS_KEPT, AppendWriter, insert_events
 
 _SINK_CHUNK = 4096  # events per call of a read_events sink
 
 _settings_decoder = msgspec.json.Decoder(UserSettings)
 _encoder = msgspec.json.Encoder()
 _DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError)
-
-#: Conditional appends tried before the locked transaction (each loss: another writer of
-#: the same user committed in between).
-_OPTIMISTIC_TRIES = 4
-#: Users whose log tail this process remembers (a hint only; forgotten all at once beyond).
-_TAILS_KEPT = 100_000
-
-
-def _kind(ev: Event) -> str:
-    return str(ev.__struct_config__.tag)
 
 
 class PostgresStorage:
@@ -67,12 +42,11 @@ class PostgresStorage:
         connect_timeout: float = 10.0,
     ) -> None:
         self.cache_capacity = cache_capacity
-        self._tails: dict[str, Tail] = {}  # user -> the log's tail as last written here
         self._seen: dict[str, SettingsSeen] = {}  # user -> the settings as last seen here
-        self._group = GroupCommit(self._write)
         self._db = Connections(
             url, min_size=min_size, max_size=max_size, connect_timeout=connect_timeout
         )
+        self._writer = AppendWriter(self._db, self._remember_settings)
 
     def describe(self) -> str:
         """The database URL with any password redacted."""
@@ -96,25 +70,6 @@ class PostgresStorage:
                 f"{self._db.described}: user {user_id} event seq {seq} is not a valid event "
                 f"({exc}); the log is corrupt — restore it from a backup or an export"
             ) from exc
-
-    @staticmethod
-    def _insert_events(
-        conn: psycopg.Connection[tuple[Any, ...]], user_id: str, events: Sequence[Event]
-    ) -> None:
-        if not events:
-            return
-        conn.execute(
-            "INSERT INTO cm_events (user_id, seq, kind, h, line) "
-            "SELECT %s, s, k, hh, l "
-            "FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::bytea[]) AS t(s, k, hh, l)",
-            (
-                user_id,
-                [e.seq for e in events],
-                [_kind(e) for e in events],
-                [e.h for e in events],
-                [encode_event(e) for e in events],
-            ),
-        )
 
     @staticmethod
     def _purge_derived(conn: psycopg.Connection[tuple[Any, ...]], user_id: str) -> None:
@@ -257,137 +212,14 @@ class PostgresStorage:
     ) -> Appended:
         """Positions are ``seq`` values, as in :meth:`read_events`: ``start`` is the seq of
         the last event before the new ones (0 when none), ``end`` the last new seq.
-        Concurrent appends of the same user (and the same ``if_settings``) share one
-        transaction (:class:`GroupCommit`); ``if_settings`` is checked in it."""
+        Concurrent appends share one transaction (:class:`.writer.AppendWriter`);
+        ``if_settings`` is checked in it."""
         seen = None if if_settings is None else if_settings.token
         if seen is not None and not isinstance(seen, Seen):
             raise ValueError("if_settings: a token of another storage")
         if not events:
             return Appended(events=[], generation=self.generation(user_id), start=0, end=0)
-        return self._group.append((user_id, seen), events)
-
-    def _write(self, user_id: str, events: list[Event], seen: Seen | None) -> Written:
-        """Commit ``events`` after the log's tail: one conditional statement onto the tail
-        this process saw last (or just read), re-chained and retried when another writer
-        moved it; the locked transaction for a log that does not exist yet, or after
-        repeated losses to other writers. With ``seen``, only if the settings are still
-        those (else :class:`SettingsChanged`, nothing written)."""
-        tail = self._tails.get(user_id)
-        for _ in range(_OPTIMISTIC_TRIES):
-            if tail is None:
-                tail, now = self._read_tail(user_id)
-                seen = self._check_seen(user_id, seen, now)
-                if tail is None:
-                    break
-            out = sequenced(events, tail.floor, tail.last_h)
-            if self._append_if_at(user_id, tail, out, seen):
-                self._remember(user_id, Tail(tail.generation, out[-1].seq, out[-1].seq, out[-1].h))
-                return out, tail.generation, tail.last_seq
-            tail = None
-        return self._append_locked(user_id, events, seen)
-
-    def _remember(self, user_id: str, tail: Tail) -> None:
-        if len(self._tails) >= _TAILS_KEPT:
-            self._tails.clear()
-        self._tails[user_id] = tail
-
-    def _read_tail(self, user_id: str) -> tuple[Tail | None, str | None]:
-        """The log's tail as now committed (no lock: the conditional append checks it;
-        ``None`` when the log does not exist yet) and the settings column's text."""
-        with self._db.conn() as conn:
-            row = conn.execute(SQL_TAIL, {"u": user_id}, prepare=True).fetchone()
-        if row is None:
-            return None, None
-        if row[0] is None:
-            return None, row[4]
-        last_seq = int(row[3]) if row[3] is not None else 0
-        return Tail(row[0], int(row[1]), last_seq, row[2] or CHAIN_GENESIS), row[4]
-
-    def _check_seen(self, user_id: str, seen: Seen | None, text: str | None) -> Seen | None:
-        """The condition to append on, now that the settings column reads ``text``: ``seen``
-        again (or the same settings under their stored text); raises
-        :class:`SettingsChanged` when they are other settings."""
-        if seen is None or text == seen.text:
-            return seen
-        now = self._remember_settings(user_id, text)
-        if now.settings != seen.settings:
-            raise SettingsChanged(user_id, now)
-        assert isinstance(now.token, Seen)
-        return now.token
-
-    def _append_if_at(self, user_id: str, tail: Tail, out: list[Event], seen: Seen | None) -> bool:
-        """Insert ``out`` in one autocommit statement if the log is still at ``tail`` (and
-        the settings ``seen``); whether it was. No ping first: when the connection turns
-        out dead, whether the statement committed is read back (the ``h`` at the last new
-        seq, same generation) and the append is retried on a fresh connection only if it
-        did not."""
-        last = out[-1]
-        params: dict[str, Any] = {"u": user_id, "g": tail.generation, "f": tail.floor}
-        params.update(end=last.seq, chk=seen is not None, st=None if seen is None else seen.text)
-        if len(out) == 1:
-            sql = SQL_APPEND_ONE
-            params.update(s=last.seq, k=_kind(last), h=last.h, l=encode_event(last))
-        else:
-            sql = SQL_APPEND_MANY
-            params.update(
-                s=[e.seq for e in out],
-                k=[_kind(e) for e in out],
-                h=[e.h for e in out],
-                l=[encode_event(e) for e in out],
-            )
-        for attempt in range(ACQUIRE_TRIES):
-            with self._db.unchecked() as conn:
-                try:
-                    return conn.execute(sql, params, prepare=True).rowcount > 0
-                except psycopg.OperationalError as exc:
-                    lost = exc
-                except psycopg.Error as exc:
-                    raise self._db.error(exc) from exc
-            with self._db.conn(ping=True) as check:
-                row = check.execute(SQL_STORED_H, {"u": user_id, "s": last.seq}).fetchone()
-            if row is not None and row[0] == tail.generation:  # rows are only added
-                if row[1] == last.h:
-                    return True  # it did commit; only the reply was lost
-                if attempt < ACQUIRE_TRIES - 1:
-                    continue  # it did not: safe to send again
-                raise StorageError(f"{self._db.error(lost)} (nothing was stored)") from lost
-            raise StorageError(
-                f"{self._db.error(lost)} (the append was not acknowledged and the log was "
-                "rewritten since: read it before retrying)"
-            ) from lost
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _append_locked(self, user_id: str, events: Sequence[Event], seen: Seen | None) -> Written:
-        """The append as one locked transaction reading the tail (and the settings) itself:
-        for the first events of a log, and the fallback under contention."""
-        with self._db.tx(user_id) as conn:
-            row = conn.execute(SQL_TAIL, {"u": user_id}).fetchone()
-            self._check_seen(user_id, seen, None if row is None else row[4])
-            if row is None:
-                generation = secrets.token_hex(8)
-                conn.execute(
-                    "INSERT INTO cm_users (user_id, generation) VALUES (%s, %s)",
-                    (user_id, generation),
-                )
-                last_seq, prev_h, start = 0, CHAIN_GENESIS, 0
-            else:
-                generation = row[0]
-                if generation is None:  # settings only so far: the log begins now
-                    generation = secrets.token_hex(8)
-                    conn.execute(
-                        "UPDATE cm_users SET generation = %s WHERE user_id = %s",
-                        (generation, user_id),
-                    )
-                last_seq, prev_h = int(row[1]), row[2] or CHAIN_GENESIS
-                start = int(row[3]) if row[3] is not None else 0
-            out = sequenced(events, last_seq, prev_h)
-            self._insert_events(conn, user_id, out)
-            conn.execute(
-                "UPDATE cm_users SET seq_floor = %s WHERE user_id = %s", (out[-1].seq, user_id)
-            )
-        # committed: durable
-        self._remember(user_id, Tail(generation, out[-1].seq, out[-1].seq, out[-1].h))
-        return out, generation, start
+        return self._writer.append(user_id, events, seen)
 
     def rewrite(self, user_id: str, keep: Callable[[Event], Event | None]) -> int:
         """Rewrite the log through ``keep`` in one transaction and purge derived rows."""
@@ -425,14 +257,14 @@ class PostgresStorage:
             conn.execute(
                 "DELETE FROM cm_events WHERE user_id = %s AND seq >= %s", (user_id, cut_seq)
             )
-            self._insert_events(conn, user_id, [e for e in kept if e.seq >= cut_seq])
+            insert_events(conn, user_id, [e for e in kept if e.seq >= cut_seq])
             conn.execute(
                 "UPDATE cm_users SET generation = %s, seq_floor = %s WHERE user_id = %s",
                 (secrets.token_hex(8), max_seq, user_id),
             )
             self._purge_derived(conn, user_id)  # same transaction: derived rows may hold
             # erased content
-        self._tails.pop(user_id, None)
+        self._writer.forget(user_id)
         return changed
 
     def replace_all(self, user_id: str, events: Sequence[Event]) -> None:
@@ -456,9 +288,9 @@ class PostgresStorage:
                     (generation, floor, user_id),
                 )
             conn.execute("DELETE FROM cm_events WHERE user_id = %s", (user_id,))
-            self._insert_events(conn, user_id, linked)
+            insert_events(conn, user_id, linked)
             self._purge_derived(conn, user_id)
-        self._tails.pop(user_id, None)
+        self._writer.forget(user_id)
 
     # -- settings ----------------------------------------------------------------------------
     def _decode_settings(self, user_id: str, text: str) -> UserSettings:
@@ -490,7 +322,7 @@ class PostgresStorage:
         returned as read now."""
         settings = None if text is None else self._decode_settings(user_id, text)
         seen = Seen(text, settings)
-        if len(self._seen) >= _TAILS_KEPT:
+        if len(self._seen) >= TAILS_KEPT:
             self._seen.clear()
         self._seen[user_id] = SettingsSeen(settings, fresh=False, token=seen)
         return SettingsSeen(settings, fresh=True, token=seen)

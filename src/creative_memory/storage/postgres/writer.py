@@ -1,0 +1,326 @@
+"""How appends reach PostgreSQL (the statements: :mod:`.appends`; docs/deploy.md, "Group
+commit").
+
+A process has one group commit for every user: the appends that arrive while a write is in
+flight wait, and the next leader writes all of them. Calls of one user on the same
+settings condition are merged in arrival order (one conditional statement for all their
+events); the statements of several users whose tails this process knows go in **one
+transaction**, sent in one round trip (pipeline mode), in the order of their user ids — so
+two such transactions, from any processes, take the users' advisory locks in the same
+order and cannot deadlock. A statement that matches nothing (another writer moved that
+user's tail, or the settings changed) leaves the others committed; its calls, and those of
+users whose tail is not known, are then written on their own by the single-user path
+(re-chained and retried, or the locked transaction), and whatever fails there fails only
+that user's calls.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Sequence
+from typing import Any, LiteralString
+
+import psycopg
+
+from creative_memory.engine.errors import StorageError
+from creative_memory.engine.events import CHAIN_GENESIS, Event, encode_event, sequenced
+from creative_memory.storage.base import Appended, SettingsChanged, SettingsSeen
+from creative_memory.storage.groupcommit import GroupCommit
+from creative_memory.storage.postgres.appends import (
+    SQL_APPEND_MANY,
+    SQL_APPEND_ONE,
+    SQL_STORED_H,
+    SQL_TAIL,
+    Seen,
+    Tail,
+)
+from creative_memory.storage.postgres.connections import ACQUIRE_TRIES, Connections
+
+#: Conditional appends tried before the locked transaction (each loss: another writer of
+#: the same user committed in between).
+_OPTIMISTIC_TRIES = 4
+#: Users whose log tail this process remembers (a hint only; forgotten all at once beyond).
+TAILS_KEPT = 100_000
+
+#: One call: the user, the settings it is conditioned on (or ``None``), its events.
+Pending = tuple[str, Seen | None, Sequence[Event]]
+#: What a write returns: the events as stored, the generation, the seq before them.
+Written = tuple[list[Event], str, int]
+#: Calls of one user on one condition: their key, their indexes, all their events.
+_Job = tuple[tuple[str, Seen | None], list[int], list[Event]]
+
+
+def kind(ev: Event) -> str:
+    """The event's type tag (the ``kind`` column)."""
+    return str(ev.__struct_config__.tag)
+
+
+def insert_events(
+    conn: psycopg.Connection[tuple[Any, ...]], user_id: str, events: Sequence[Event]
+) -> None:
+    """Insert stored ``events`` (inside the caller's transaction, which holds the lock)."""
+    if not events:
+        return
+    conn.execute(
+        "INSERT INTO cm_events (user_id, seq, kind, h, line) "
+        "SELECT %s, s, k, hh, l "
+        "FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::bytea[]) AS t(s, k, hh, l)",
+        (
+            user_id,
+            [e.seq for e in events],
+            [kind(e) for e in events],
+            [e.h for e in events],
+            [encode_event(e) for e in events],
+        ),
+    )
+
+
+def _statement(
+    user_id: str, tail: Tail, out: list[Event], seen: Seen | None
+) -> tuple[LiteralString, dict[str, Any]]:
+    """The conditional append of ``out`` onto ``tail`` (and ``seen``)."""
+    last = out[-1]
+    params: dict[str, Any] = {"u": user_id, "g": tail.generation, "f": tail.floor}
+    params.update(end=last.seq, chk=seen is not None, st=None if seen is None else seen.text)
+    if len(out) == 1:
+        params.update(s=last.seq, k=kind(last), h=last.h, l=encode_event(last))
+        return SQL_APPEND_ONE, params
+    params.update(
+        s=[e.seq for e in out],
+        k=[kind(e) for e in out],
+        h=[e.h for e in out],
+        l=[encode_event(e) for e in out],
+    )
+    return SQL_APPEND_MANY, params
+
+
+class AppendWriter:
+    """The process's appends to one database (see the module docstring)."""
+
+    def __init__(
+        self, db: Connections, remember_settings: Callable[[str, str | None], SettingsSeen]
+    ) -> None:
+        self._db = db
+        self._remember_settings = remember_settings  # the settings column's text, just read
+        self._tails: dict[str, Tail] = {}  # user -> the log's tail as last written here
+        self._group: GroupCommit[None, Pending] = GroupCommit(self._commit)
+
+    def append(self, user_id: str, events: Sequence[Event], seen: Seen | None) -> Appended:
+        """Append ``events`` (non-empty) durably, if the settings are still ``seen``."""
+        return self._group.append(None, (user_id, seen, events))
+
+    def forget(self, user_id: str) -> None:
+        """Forget the user's tail (its log was rewritten)."""
+        self._tails.pop(user_id, None)
+
+    def _commit(self, _: None, calls: Sequence[Pending]) -> list[Appended | BaseException]:
+        by_key: dict[tuple[str, Seen | None], list[int]] = {}
+        for i, (user_id, seen, _events) in enumerate(calls):
+            by_key.setdefault((user_id, seen), []).append(i)
+        jobs: list[_Job] = [
+            (key, ix, [e for i in ix for e in calls[i][2]]) for key, ix in by_key.items()
+        ]
+        together: list[_Job] = []
+        users: set[str] = set()
+        for job in jobs:
+            user_id = job[0][0]
+            if user_id in self._tails and user_id not in users:
+                users.add(user_id)
+                together.append(job)
+        outcomes: list[Appended | BaseException | None] = [None] * len(calls)
+        done: set[int] = set()
+        if len(together) > 1:
+            for job, written in zip(together, self._write_together(together), strict=True):
+                if written is None:
+                    continue  # written on its own below
+                done.add(id(job))
+                if isinstance(written, BaseException):
+                    for i in job[1]:
+                        outcomes[i] = written
+                else:
+                    self._split(written, job[1], calls, outcomes)
+        for job in jobs:
+            if id(job) in done:
+                continue
+            (user_id, seen), ix, events = job
+            try:
+                written = self._write(user_id, events, seen)
+            except Exception as exc:  # this user's calls fail, the others' do not
+                for i in ix:
+                    outcomes[i] = exc
+                continue
+            self._split(written, ix, calls, outcomes)
+        assert all(o is not None for o in outcomes)
+        return [o for o in outcomes if o is not None]
+
+    @staticmethod
+    def _split(
+        written: Written,
+        ix: list[int],
+        calls: Sequence[Pending],
+        outcomes: list[Appended | BaseException | None],
+    ) -> None:
+        """Hand each call of a job its own events and positions."""
+        out, generation, start = written
+        at = 0
+        for i in ix:
+            part = out[at : at + len(calls[i][2])]
+            at += len(part)
+            end = part[-1].seq
+            outcomes[i] = Appended(events=part, generation=generation, start=start, end=end)
+            start = end
+
+    def _write_together(self, jobs: list[_Job]) -> list[Written | BaseException | None]:
+        """The jobs' conditional statements in one transaction (users in id order): each
+        job's :data:`Written`, ``None`` when its statement matched nothing (or the
+        transaction failed: nothing of it was stored), or the error that fails it."""
+        order = sorted(range(len(jobs)), key=lambda j: jobs[j][0][0])
+        plans: list[tuple[str, Tail, list[Event], Seen | None]] = []
+        for j in order:
+            (user_id, seen), _ix, events = jobs[j]
+            tail = self._tails[user_id]
+            plans.append((user_id, tail, sequenced(events, tail.floor, tail.last_h), seen))
+        landed: list[bool | BaseException]
+        try:
+            with self._db.unchecked() as conn, conn.pipeline(), conn.transaction():
+                cursors = [
+                    conn.execute(*_statement(u, t, out, s), prepare=True)
+                    for u, t, out, s in plans
+                ]
+            landed = [c.rowcount > 0 for c in cursors]
+        except psycopg.OperationalError as exc:  # the reply was lost: did it commit?
+            landed = [self._committed(u, t, out, exc) for u, t, out, _ in plans]
+        except psycopg.Error:  # rolled back: each job is written on its own
+            landed = [False] * len(plans)
+        results: list[Written | BaseException | None] = [None] * len(jobs)
+        for j, (user_id, tail, out, _), ok in zip(order, plans, landed, strict=True):
+            if isinstance(ok, BaseException):
+                results[j] = ok
+            elif ok:
+                self._remember(user_id, Tail(tail.generation, out[-1].seq, out[-1].seq, out[-1].h))
+                results[j] = (out, tail.generation, tail.last_seq)
+            else:
+                self._tails.pop(user_id, None)
+        return results
+
+    def _committed(
+        self, user_id: str, tail: Tail, out: list[Event], lost: psycopg.Error
+    ) -> bool | StorageError:
+        """After a lost reply: whether ``out`` was stored onto ``tail`` (its last ``h`` at
+        its last seq, same generation), or the error when that cannot be known."""
+        try:
+            with self._db.conn(ping=True) as check:
+                row = check.execute(SQL_STORED_H, {"u": user_id, "s": out[-1].seq}).fetchone()
+        except StorageError as exc:
+            return exc
+        if row is not None and row[0] == tail.generation:  # rows are only added
+            return bool(row[1] == out[-1].h)
+        return StorageError(
+            f"{self._db.error(lost)} (the append was not acknowledged and the log was "
+            "rewritten since: read it before retrying)"
+        )
+
+    def _write(self, user_id: str, events: list[Event], seen: Seen | None) -> Written:
+        """Commit ``events`` after the log's tail: one conditional statement onto the tail
+        this process saw last (or just read), re-chained and retried when another writer
+        moved it; the locked transaction for a log that does not exist yet, or after
+        repeated losses to other writers. With ``seen``, only if the settings are still
+        those (else :class:`SettingsChanged`, nothing written)."""
+        tail = self._tails.get(user_id)
+        for _ in range(_OPTIMISTIC_TRIES):
+            if tail is None:
+                tail, now = self._read_tail(user_id)
+                seen = self._check_seen(user_id, seen, now)
+                if tail is None:
+                    break
+            out = sequenced(events, tail.floor, tail.last_h)
+            if self._append_if_at(user_id, tail, out, seen):
+                self._remember(user_id, Tail(tail.generation, out[-1].seq, out[-1].seq, out[-1].h))
+                return out, tail.generation, tail.last_seq
+            tail = None
+        return self._append_locked(user_id, events, seen)
+
+    def _remember(self, user_id: str, tail: Tail) -> None:
+        if len(self._tails) >= TAILS_KEPT:
+            self._tails.clear()
+        self._tails[user_id] = tail
+
+    def _read_tail(self, user_id: str) -> tuple[Tail | None, str | None]:
+        """The log's tail as now committed (no lock: the conditional append checks it;
+        ``None`` when the log does not exist yet) and the settings column's text."""
+        with self._db.conn() as conn:
+            row = conn.execute(SQL_TAIL, {"u": user_id}, prepare=True).fetchone()
+        if row is None:
+            return None, None
+        if row[0] is None:
+            return None, row[4]
+        last_seq = int(row[3]) if row[3] is not None else 0
+        return Tail(row[0], int(row[1]), last_seq, row[2] or CHAIN_GENESIS), row[4]
+
+    def _check_seen(self, user_id: str, seen: Seen | None, text: str | None) -> Seen | None:
+        """The condition to append on, now that the settings column reads ``text``: ``seen``
+        again (or the same settings under their stored text); raises
+        :class:`SettingsChanged` when they are other settings."""
+        if seen is None or text == seen.text:
+            return seen
+        now = self._remember_settings(user_id, text)
+        if now.settings != seen.settings:
+            raise SettingsChanged(user_id, now)
+        assert isinstance(now.token, Seen)
+        return now.token
+
+    def _append_if_at(self, user_id: str, tail: Tail, out: list[Event], seen: Seen | None) -> bool:
+        """Insert ``out`` in one autocommit statement if the log is still at ``tail`` (and
+        the settings ``seen``); whether it was. No ping first: when the connection turns
+        out dead, whether the statement committed is read back (the ``h`` at the last new
+        seq, same generation) and the append is retried on a fresh connection only if it
+        did not."""
+        sql, params = _statement(user_id, tail, out, seen)
+        for attempt in range(ACQUIRE_TRIES):
+            with self._db.unchecked() as conn:
+                try:
+                    return conn.execute(sql, params, prepare=True).rowcount > 0
+                except psycopg.OperationalError as exc:
+                    lost = exc
+                except psycopg.Error as exc:
+                    raise self._db.error(exc) from exc
+            committed = self._committed(user_id, tail, out, lost)
+            if isinstance(committed, StorageError):
+                raise committed from lost
+            if committed:
+                return True  # it did commit; only the reply was lost
+            if attempt == ACQUIRE_TRIES - 1:
+                raise StorageError(f"{self._db.error(lost)} (nothing was stored)") from lost
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _append_locked(self, user_id: str, events: Sequence[Event], seen: Seen | None) -> Written:
+        """The append as one locked transaction reading the tail (and the settings) itself:
+        for the first events of a log, and the fallback under contention."""
+        with self._db.tx(user_id) as conn:
+            row = conn.execute(SQL_TAIL, {"u": user_id}).fetchone()
+            self._check_seen(user_id, seen, None if row is None else row[4])
+            if row is None:
+                generation = secrets.token_hex(8)
+                conn.execute(
+                    "INSERT INTO cm_users (user_id, generation) VALUES (%s, %s)",
+                    (user_id, generation),
+                )
+                last_seq, prev_h, start = 0, CHAIN_GENESIS, 0
+            else:
+                generation = row[0]
+                if generation is None:  # settings only so far: the log begins now
+                    generation = secrets.token_hex(8)
+                    conn.execute(
+                        "UPDATE cm_users SET generation = %s WHERE user_id = %s",
+                        (generation, user_id),
+                    )
+                last_seq, prev_h = int(row[1]), row[2] or CHAIN_GENESIS
+                start = int(row[3]) if row[3] is not None else 0
+            out = sequenced(events, last_seq, prev_h)
+            insert_events(conn, user_id, out)
+            conn.execute(
+                "UPDATE cm_users SET seq_floor = %s WHERE user_id = %s", (out[-1].seq, user_id)
+            )
+        # committed: durable
+        self._remember(user_id, Tail(generation, out[-1].seq, out[-1].seq, out[-1].h))
+        return out, generation, start
