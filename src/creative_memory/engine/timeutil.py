@@ -19,6 +19,9 @@ _TS_RE = re.compile(
     r"(?P<z>Z|[+-]\d{2}:\d{2})?)?)?)?"
 )
 _NORMALISED_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
+#: The shapes hosts send (``…:SSZ``, ``…:SS.mmmZ``): read by position, without the groups
+#: of the full grammar.
+_COMMON_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{3})?Z")
 
 _DAYS_IN_MONTH = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
@@ -58,6 +61,29 @@ def try_parse_ts(text: str) -> int | None:
     ``±HH:MM``. No zone means UTC. Only the first three fraction digits count.
     ``T24:00`` (with zero seconds and fraction) means the next midnight.
     """
+    if (len(text) == 20 or len(text) == 24) and _COMMON_RE.fullmatch(text):
+        return _parse_common(text)
+    return _parse_grammar(text)
+
+
+def _parse_common(text: str) -> int | None:
+    """:func:`try_parse_ts` of ``YYYY-MM-DDTHH:MM:SSZ`` or ``…:SS.mmmZ`` (shape checked)."""
+    year, month, day = int(text[0:4]), int(text[5:7]), int(text[8:10])
+    hour, minute, second = int(text[11:13]), int(text[14:16]), int(text[17:19])
+    millis = int(text[20:23]) if len(text) == 24 else 0
+    if not 1 <= month <= 12:
+        return None
+    dim = 29 if month == 2 and _is_leap(year) else _DAYS_IN_MONTH[month - 1]
+    if not 1 <= day <= dim or minute > 59 or second > 59:
+        return None
+    if hour > 23 and (hour > 24 or minute or second or millis):
+        return None
+    days = _days_from_civil(year, month, day)
+    return (((days * 24 + hour) * 60 + minute) * 60 + second) * 1000 + millis
+
+
+def _parse_grammar(text: str) -> int | None:
+    """:func:`try_parse_ts` by the full grammar."""
     m = _TS_RE.fullmatch(text)
     if m is None:
         return None

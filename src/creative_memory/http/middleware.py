@@ -26,8 +26,9 @@ _SECURITY_NAMES: Final = frozenset(name for name, _ in _SECURITY_HEADERS)
 def header(scope: Scope, name: bytes) -> str | None:
     """The first value of request header ``name`` (lower case bytes), else ``None``. ASGI
     servers send header names in lower case; any other case is matched too."""
+    size = len(name)
     for key, value in scope.get("headers", ()):
-        if key == name or key.lower() == name:
+        if key == name or (len(key) == size and key.lower() == name):
             return str(value.decode("latin-1"))
     return None
 
@@ -69,8 +70,8 @@ class RequestLog:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Run the app and log how it answered."""
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
+        if scope["type"] != "http" or not log.isEnabledFor(logging.INFO):
+            await self.app(scope, receive, send)  # above INFO no request is logged
             return
         start = time.perf_counter()
         status = 0
@@ -113,7 +114,7 @@ class SecurityHeaders:
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = message["headers"] = list(message.get("headers", ()))
-                given = {k.lower() for k, _ in headers if k.lower() in _SECURITY_NAMES}
+                given = _SECURITY_NAMES.intersection([k.lower() for k, _ in headers])
                 headers.extend(h for h in _SECURITY_HEADERS if h[0] not in given)
             await send(message)
 
