@@ -1,17 +1,16 @@
 """How appends reach PostgreSQL (the statements: :mod:`.appends`; docs/deploy.md, "Group
-commit").
+commit, across users").
 
 A process has one group commit for every user: the appends that arrive while a write is in
 flight wait, and the next leader writes all of them. Calls of one user on the same
-settings condition are merged in arrival order (one conditional statement for all their
-events); the statements of several users whose tails this process knows go in **one
-transaction**, sent in one round trip (pipeline mode), in the order of their user ids — so
-two such transactions, from any processes, take the users' advisory locks in the same
-order and cannot deadlock. A statement that matches nothing (another writer moved that
-user's tail, or the settings changed) leaves the others committed; its calls, and those of
-users whose tail is not known, are then written on their own by the single-user path
-(re-chained and retried, or the locked transaction), and whatever fails there fails only
-that user's calls.
+settings condition are merged in arrival order; the appends of several users whose tails
+this process knows go in **one statement** (:data:`SQL_APPEND_USERS`: one transaction, one
+round trip), which takes their advisory locks in user-id order — so two such statements,
+from any processes, cannot deadlock — and applies each user's conditional append. A user
+whose append matched nothing (another writer moved its tail, or its settings changed)
+leaves the others committed; its calls, and those of users whose tail is not known, are
+then written on their own by the single-user path (re-chained and retried, or the locked
+transaction), and whatever fails there fails only that user's calls.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ from creative_memory.storage.groupcommit import GroupCommit
 from creative_memory.storage.postgres.appends import (
     SQL_APPEND_MANY,
     SQL_APPEND_ONE,
+    SQL_APPEND_USERS,
     SQL_STORED_H,
     SQL_TAIL,
     Seen,
@@ -171,36 +171,46 @@ class AppendWriter:
             start = end
 
     def _write_together(self, jobs: list[_Job]) -> list[Written | BaseException | None]:
-        """The jobs' conditional statements in one transaction (users in id order): each
-        job's :data:`Written`, ``None`` when its statement matched nothing (or the
-        transaction failed: nothing of it was stored), or the error that fails it."""
-        order = sorted(range(len(jobs)), key=lambda j: jobs[j][0][0])
+        """The jobs' conditional appends in one statement (:data:`SQL_APPEND_USERS`): each
+        job's :data:`Written`, ``None`` when its user's append matched nothing (or the
+        statement failed: nothing of it was stored), or the error that fails it."""
         plans: list[tuple[str, Tail, list[Event], Seen | None]] = []
-        for j in order:
-            (user_id, seen), _ix, events = jobs[j]
+        for (user_id, seen), _ix, events in jobs:
             tail = self._tails[user_id]
             plans.append((user_id, tail, sequenced(events, tail.floor, tail.last_h), seen))
+        params: dict[str, Any] = {
+            "u": [p[0] for p in plans],
+            "g": [p[1].generation for p in plans],
+            "f": [p[1].floor for p in plans],
+            "e": [p[2][-1].seq for p in plans],
+            "chk": [p[3] is not None for p in plans],
+            "st": [None if p[3] is None else p[3].text for p in plans],
+            "ru": [p[0] for p in plans for _ in p[2]],
+            "rs": [e.seq for p in plans for e in p[2]],
+            "rk": [kind(e) for p in plans for e in p[2]],
+            "rh": [e.h for p in plans for e in p[2]],
+            "rl": [encode_event(e) for p in plans for e in p[2]],
+        }
         landed: list[bool | BaseException]
         try:
-            with self._db.unchecked() as conn, conn.pipeline(), conn.transaction():
-                cursors = [
-                    conn.execute(*_statement(u, t, out, s), prepare=True)
-                    for u, t, out, s in plans
-                ]
-            landed = [c.rowcount > 0 for c in cursors]
+            with self._db.unchecked() as conn:
+                rows = conn.execute(SQL_APPEND_USERS, params, prepare=True).fetchall()
+            stored = {r[0] for r in rows}
+            landed = [p[0] in stored for p in plans]
         except psycopg.OperationalError as exc:  # the reply was lost: did it commit?
             landed = [self._committed(u, t, out, exc) for u, t, out, _ in plans]
         except psycopg.Error:  # rolled back: each job is written on its own
             landed = [False] * len(plans)
-        results: list[Written | BaseException | None] = [None] * len(jobs)
-        for j, (user_id, tail, out, _), ok in zip(order, plans, landed, strict=True):
+        results: list[Written | BaseException | None] = []
+        for (user_id, tail, out, _), ok in zip(plans, landed, strict=True):
             if isinstance(ok, BaseException):
-                results[j] = ok
+                results.append(ok)
             elif ok:
                 self._remember(user_id, Tail(tail.generation, out[-1].seq, out[-1].seq, out[-1].h))
-                results[j] = (out, tail.generation, tail.last_seq)
+                results.append((out, tail.generation, tail.last_seq))
             else:
                 self._tails.pop(user_id, None)
+                results.append(None)
         return results
 
     def _committed(
