@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import psycopg
 import pytest
 
 from creative_memory.engine.errors import StorageError
@@ -25,11 +26,15 @@ from creative_memory.storage import SettingsChanged, UserSettings
 from creative_memory.storage.base import Appended
 from creative_memory.storage.groupcommit import GroupCommit
 from creative_memory.storage.postgres import PostgresStorage
+from creative_memory.storage.postgres.appends import SQL_APPEND_USERS
 from creative_memory.storage.postgres.writer import AppendWriter
 
 pytest_plugins = ["tests.pg_fixtures"]
 
 AT = "2025-01-01T00:00:00.000Z"
+#: Appends per writer in the two-replica test (with the users locked in random order
+#: instead, 300 gave a deadlock where 30 did not).
+CALLS = 300
 
 
 def ev(pattern: str) -> SignalEvent:
@@ -254,3 +259,66 @@ def test_a_user_whose_settings_changed_is_refused_alone(pg: PostgresStorage, pg_
     assert [len(pg.read_events(u).events) for u in users] == [2, 1, 2]
     for u in users:
         assert_chained(pg.read_events(u).events)
+
+
+def test_two_replicas_batching_the_same_users_neither_deadlock_nor_lose_events(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each replica's statements lock their users in id order: under writers of the same
+    eight users on both, no multi-user statement fails (a deadlock would be retried user by
+    user, so its errors are recorded here), and every log holds every event once, chained."""
+    failed: list[BaseException] = []
+    real = psycopg.Connection.execute
+
+    def execute(conn: Any, query: Any, *args: Any, **kw: Any) -> Any:
+        try:
+            return real(conn, query, *args, **kw)
+        except psycopg.Error as exc:
+            if query is SQL_APPEND_USERS:
+                failed.append(exc)
+            raise
+
+    monkeypatch.setattr(psycopg.Connection, "execute", execute)
+    users = [f"u{i}" for i in "73150642"]  # arrival order unlike id order
+    replicas = [PostgresStorage(pg_url), PostgresStorage(pg_url)]
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(2 * len(users))
+    together = [0, 0]
+    for r, st in enumerate(replicas):
+        write = st._writer._write_together
+
+        def counted(jobs: Any, write: Any = write, r: int = r) -> Any:
+            together[r] += 1
+            return write(jobs)
+
+        st._writer._write_together = counted  # type: ignore[method-assign]
+
+    def work(st: PostgresStorage, user: str, tag: str) -> None:
+        try:
+            barrier.wait()
+            for c in range(CALLS):
+                st.append_positioned(user, [ev(f"{tag}-{c}")])
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [
+        threading.Thread(target=work, args=(st, u, f"{r}{u}"))
+        for u in users
+        for r, st in enumerate(replicas)
+    ]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not errors, errors
+        assert not failed, failed
+        assert min(together) > 0  # both replicas did write several users at once
+        for u in users:
+            stored = replicas[0].read_events(u).events
+            assert_chained(stored)
+            names = sorted(e.pattern for e in stored if isinstance(e, SignalEvent))
+            assert names == sorted(f"{r}{u}-{c}" for r in range(2) for c in range(CALLS))
+    finally:
+        for st in replicas:
+            st.close()
