@@ -26,6 +26,7 @@ from creative_memory.engine.timeutil import (
     _NORMALISED_RE,
     MS_PER_DAY,
     _days_from_civil,
+    add_days_ts,
     format_ts,
     try_parse_ts,
     ts_to_ms,
@@ -225,3 +226,58 @@ def test_version_2_bulk_fold_with_few_look_ups_kept(monkeypatch: pytest.MonkeyPa
     for at in range(0, len(events), 100):
         state.fold(events[at : at + 100])
     assert state.dump() == expected
+
+
+def plain_ts_to_ms_or_raise(text: str) -> int:
+    """:func:`plain_ts_to_ms`, raising ``ValueError`` on an invalid timestamp."""
+    if _NORMALISED_RE.fullmatch(text) or try_parse_ts(text) is not None:
+        return plain_ts_to_ms(text)
+    raise ValueError(text)
+
+
+def plain_add_days_ts(text: str, k: int) -> str:
+    """``add_days_ts`` as it was before its memoised-date check (the reference)."""
+    if len(text) == 24 and _NORMALISED_RE.fullmatch(text):
+        days = _days_from_civil(int(text[0:4]), int(text[5:7]), int(text[8:10])) + k
+        return format_ts(days * MS_PER_DAY)[:-14] + text[10:]
+    return format_ts(plain_ts_to_ms_or_raise(text) + k * MS_PER_DAY)
+
+
+def outcome(fn: Any, *args: Any) -> Any:
+    """What ``fn(*args)`` returns, or ``ValueError`` when it raises one (the engine's
+    ``ValidationError`` is one)."""
+    try:
+        return fn(*args)
+    except ValueError:
+        return ValueError
+
+
+def test_memoised_timestamps_check_the_whole_form() -> None:
+    """``ts_to_ms`` and ``add_days_ts`` skip the pattern only when the date (and the hour
+    and minute) are memoised from a timestamp that matched it: a text that shares them but
+    not the rest of the form takes the plain way, digits in any script count."""
+    base = [format_ts(T0 + i * 61_001) for i in range(200)]
+    for text in base:  # fill the memos
+        ts_to_ms(text)
+        add_days_ts(text, 7)
+    arabic = str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩")
+    variants = list(base)
+    for text in base[:40]:
+        for i in (10, 13, 16, 19, 23):  # each separator replaced
+            variants.append(text[:i] + "x" + text[i + 1 :])
+        for i in (12, 15, 18, 22):  # a digit of the time replaced
+            variants.append(text[:i] + "a" + text[i + 1 :])
+            variants.append(text[:i] + text[i].translate(arabic) + text[i + 1 :])
+            variants.append(text[:i] + "²" + text[i + 1 :])  # a digit, not a decimal
+        variants.append(text[:23] + "z")
+        variants.append(text[:19] + ".+12Z")
+        variants.append(text[:19] + ". 12Z")
+        variants.append(text[:19] + ".1_2Z")
+        variants.append(text[:-1])
+        variants.append(text + "Z")
+        variants.append(text[:20] + "1234Z")
+    for text in variants:
+        for _ in range(2):  # the second call finds the memos filled by the first
+            assert outcome(ts_to_ms, text) == outcome(plain_ts_to_ms_or_raise, text), text
+            for k in (7, 30, -3):
+                assert outcome(add_days_ts, text, k) == outcome(plain_add_days_ts, text, k), text
