@@ -30,6 +30,7 @@ from creative_memory.engine.timeutil import (
     format_ts,
     try_parse_ts,
     ts_to_ms,
+    ts_to_ms_normalised,
 )
 from tests.test_engine_speedups import T0, TYPES, fold_in_chunks, history, one_by_one
 
@@ -281,3 +282,56 @@ def test_memoised_timestamps_check_the_whole_form() -> None:
             assert outcome(ts_to_ms, text) == outcome(plain_ts_to_ms_or_raise, text), text
             for k in (7, 30, -3):
                 assert outcome(add_days_ts, text, k) == outcome(plain_add_days_ts, text, k), text
+
+
+def test_times_read_in_one_block_are_ts_to_ms() -> None:
+    rng = random.Random(11)
+    texts = [
+        format_ts(rng.randrange(-62_135_596_800_000, 253_402_300_800_000)) for _ in range(5000)
+    ]
+    texts += ["0000-01-01T00:00:00.000Z", "0000-02-29T23:59:59.999Z", "9999-12-31T23:59:59.999Z"]
+    # the pattern's form without a valid date or time: ts_to_ms reads them by its formula
+    texts += ["2025-13-01T00:00:00.000Z", "2025-00-00T99:99:99.999Z", "0000-01-99T00:60:00.000Z"]
+    ascii_misses = []
+    for text in texts[:300]:
+        i = rng.choice((*range(24),))
+        ascii_misses.append(text[:i] + rng.choice("x:-. TZ/") + text[i + 1 :])
+    mixed = texts + ascii_misses
+    rng.shuffle(mixed)
+    block = ts_to_ms_normalised(mixed)
+    assert len(block) == len(mixed)
+    for text, ms in zip(mixed, block, strict=True):
+        if ms is None:
+            assert not _NORMALISED_RE.fullmatch(text), text
+        else:
+            assert ms == ts_to_ms(text), text
+    assert sum(ms is not None for ms in block) >= len(texts)
+    # a text of another length or with other than ASCII characters: none read
+    arabic = str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩")
+    for odd in ("2025-01-01T00:00:00Z", texts[0].translate(arabic), texts[0] + " "):
+        assert ts_to_ms_normalised([*texts[:10], odd]) == [None] * 11
+    assert ts_to_ms_normalised([]) == []
+
+
+@pytest.mark.parametrize("version", ["2", "3"])
+def test_version_2_bulk_fold_with_times_not_in_the_normalised_form(version: str) -> None:
+    """A fold long enough to read its times in one block, with some event times that the
+    block does not read (not normalised, or in other digits): ``ts_to_ms`` reads those."""
+    arabic = str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩")
+    rng = random.Random(version)
+    events = verdicts(1_500, 12, 9)
+    for i, ev in enumerate(events):
+        roll = rng.random()
+        if roll < 0.05:
+            events[i] = msgspec.structs.replace(ev, at=ev.at[:19] + "Z")
+        elif roll < 0.1:
+            events[i] = msgspec.structs.replace(ev, at=ev.at.translate(arabic))
+    assert len(events) >= bulk.BLOCK_TIMES_MIN
+    expected = one_by_one(version, events).dump()
+    whole = new_state(version)
+    whole.fold(events)
+    assert whole.dump() == expected
+    normalised = verdicts(1_500, 12, 9)
+    whole = new_state(version)
+    whole.fold(normalised)
+    assert whole.dump() == one_by_one(version, normalised).dump()
