@@ -20,6 +20,7 @@ from creative_memory.engine.events import (
     DecayPassEvent,
     Event,
     LegacyRecordEvent,
+    SignalEvent,
     build_signal_event,
 )
 from creative_memory.engine.timeutil import (
@@ -335,3 +336,63 @@ def test_version_2_bulk_fold_with_times_not_in_the_normalised_form(version: str)
     whole = new_state(version)
     whole.fold(normalised)
     assert whole.dump() == one_by_one(version, normalised).dump()
+
+
+def fold_streamed(version: str, events: list[Event], rng: random.Random, most: int) -> Any:
+    """``events`` folded as a derivation from scratch folds a log's chunks: one
+    ``folding()`` block, chunks of 1 … ``most`` - 1 events."""
+    state = new_state(version)
+    with state.folding() as fold_chunk:
+        at = 0
+        while at < len(events):
+            step = rng.randrange(1, most)
+            fold_chunk(events[at : at + step])
+            at += step
+    return state
+
+
+@pytest.mark.parametrize("version", ["1", "2", "3", "4"])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_fold_streamed_in_chunks_is_the_event_by_event_fold(version: str, seed: int) -> None:
+    events = history(1_500, 4, seed) if version == "1" else verdicts(1_500, 12, seed)
+    expected = one_by_one(version, events).dump()
+    rng = random.Random(seed)
+    for most in (2, 40, 700):
+        assert fold_streamed(version, events, rng, most).dump() == expected, most
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_version_1_fold_streamed_with_shadows_across_keys(seed: int) -> None:
+    events = shadowed_history(600, seed)
+    expected = one_by_one("1", events).dump()
+    assert fold_streamed("1", events, random.Random(seed), 60).dump() == expected
+
+
+def fold_without_settling(events: list[Event]) -> bytes:
+    """The state of version 1's inlined fold of ``events`` (failing) before it settles."""
+    state = new_state("1")
+    with pytest.raises((ValueError, KeyError)):
+        state._fold(events, {}, {})
+    dumped: bytes = state.dump()
+    return dumped
+
+
+def test_version_1_fold_streamed_that_fails_settles_like_one_fold() -> None:
+    """A chunk that fails leaves the state as one ``fold`` of every event up to the failure
+    leaves it, the records' ``decay_at`` set: an event out of order, or a signal of an
+    unknown kind on a record the inlined case holds (the ``decay_at`` of others pending)."""
+    events = history(900, 4, 3)
+    signals = [ev for ev in events[:700] if isinstance(ev, SignalEvent)]
+    unknown = msgspec.structs.replace(signals[-1], seq=events[699].seq + 1, signal_type="?")
+    for last in (events[10], unknown):
+        bad = [*events[:700], last]
+        reference = new_state("1")
+        with pytest.raises((ValueError, KeyError)):
+            reference.fold(bad)
+        state = new_state("1")
+        with pytest.raises((ValueError, KeyError)), state.folding() as fold_chunk:
+            for at in range(0, len(bad), 250):
+                fold_chunk(bad[at : at + 250])
+        assert state.dump() == reference.dump()
+        if last is unknown:  # some record held its event time in decay_at when it failed
+            assert state.dump() != fold_without_settling(bad)
