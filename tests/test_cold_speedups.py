@@ -238,7 +238,7 @@ def plain_ts_to_ms_or_raise(text: str) -> int:
 
 
 def plain_add_days_ts(text: str, k: int) -> str:
-    """``add_days_ts`` as it was before its memoised-date check (the reference)."""
+    """``add_days_ts`` without its memo of date shifts (the reference)."""
     if len(text) == 24 and _NORMALISED_RE.fullmatch(text):
         days = _days_from_civil(int(text[0:4]), int(text[5:7]), int(text[8:10])) + k
         return format_ts(days * MS_PER_DAY)[:-14] + text[10:]
@@ -255,9 +255,10 @@ def outcome(fn: Any, *args: Any) -> Any:
 
 
 def test_memoised_timestamps_check_the_whole_form() -> None:
-    """``ts_to_ms`` and ``add_days_ts`` skip the pattern only when the date (and the hour
-    and minute) are memoised from a timestamp that matched it: a text that shares them but
-    not the rest of the form takes the plain way, digits in any script count."""
+    """``ts_to_ms`` skips the pattern only when the date and the hour and minute are
+    memoised from a timestamp that matched it: a text that shares them but not the rest of
+    the form takes the plain way, digits in any script count (``add_days_ts``, which reads
+    the same memos' texts, is compared too)."""
     base = [format_ts(T0 + i * 61_001) for i in range(200)]
     for text in base:  # fill the memos
         ts_to_ms(text)

@@ -122,30 +122,17 @@ _DATE_SHIFT_CACHE: dict[tuple[str, int], str] = {}
 def add_days_ts(text: str, k: int) -> str:
     """``format_ts(ts_to_ms(text) + k days)`` for a valid timestamp, fast for normalised
     input: whole days leave the time of day unchanged in UTC, so only the date moves (and
-    date shifts are memoised — logs have many events per day). A date already in the memo
-    matched the normalised form, so only the time of day is checked then (see
-    :func:`ts_to_ms`)."""
-    if len(text) == 24:
-        date = _DATE_SHIFT_CACHE.get((text[:10], k))
-        if (
-            date is not None
-            and text[10] == "T"
-            and text[13] == text[16] == ":"
-            and text[19] == "."
-            and text[23] == "Z"
-            and (text[11:13] + text[14:16] + text[17:19] + text[20:23]).isdecimal()
-        ):
-            return date + text[10:]
-        if _NORMALISED_RE.fullmatch(text):
-            key = (text[:10], k)
-            date = _DATE_SHIFT_CACHE.get(key)
-            if date is None:
-                days = _days_from_civil(int(text[0:4]), int(text[5:7]), int(text[8:10])) + k
-                date = format_ts(days * MS_PER_DAY)[:-14]
-                if len(_DATE_SHIFT_CACHE) > 4096:
-                    _DATE_SHIFT_CACHE.clear()
-                _DATE_SHIFT_CACHE[key] = date
-            return date + text[10:]
+    date shifts are memoised — logs have many events per day)."""
+    if len(text) == 24 and _NORMALISED_RE.fullmatch(text):
+        key = (text[:10], k)
+        date = _DATE_SHIFT_CACHE.get(key)
+        if date is None:
+            days = _days_from_civil(int(text[0:4]), int(text[5:7]), int(text[8:10])) + k
+            date = format_ts(days * MS_PER_DAY)[:-14]
+            if len(_DATE_SHIFT_CACHE) > 4096:
+                _DATE_SHIFT_CACHE.clear()
+            _DATE_SHIFT_CACHE[key] = date
+        return date + text[10:]
     return format_ts(ts_to_ms(text) + k * MS_PER_DAY)
 
 
