@@ -312,6 +312,8 @@ def test_times_read_in_one_block_are_ts_to_ms() -> None:
     arabic = str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩")
     for odd in ("2025-01-01T00:00:00Z", texts[0].translate(arabic), texts[0] + " "):
         assert ts_to_ms_normalised([*texts[:10], odd]) == [None] * 11
+    # lengths that add up to 24 a text do not line the texts up
+    assert ts_to_ms_normalised([texts[0][:-1], "Z" + texts[1], *texts[2:5]]) == [None] * 5
     assert ts_to_ms_normalised([]) == []
 
 

@@ -196,7 +196,7 @@ def ts_to_ms_normalised(texts: Sequence[str]) -> list[int | None]:
 
     n = len(texts)
     joined = "".join(texts)
-    if not n or len(joined) != 24 * n or not joined.isascii():
+    if not n or set(map(len, texts)) != {24} or not joined.isascii():
         return [None] * n
     chars = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).reshape(n, 24)
     digits = chars[:, list(_DIGIT_AT)].astype(np.int64) - 48
