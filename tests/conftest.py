@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -128,7 +129,27 @@ def apply_counter(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
 
         return fold
 
+    def counting_folding(cls: type[DerivedState]) -> Callable[[DerivedState], Any]:
+        original_folding = cls.folding
+
+        @contextlib.contextmanager
+        def folding(self: DerivedState) -> Iterator[Callable[[Any], None]]:
+            # version 1 folds the chunks of a derivation from scratch in one block
+            with original_folding(self) as fold_chunk:
+
+                def counted(events: Any) -> None:
+                    start, calls = self.event_count, count[0]
+                    try:
+                        fold_chunk(events)
+                    finally:
+                        count[0] = calls + self.event_count - start
+
+                yield counted
+
+        return folding
+
     monkeypatch.setattr(DerivedState, "apply", counting)
     for cls in (DerivedStateV1, DerivedStateV2):
         monkeypatch.setattr(cls, "fold", counting_fold(cls))
+    monkeypatch.setattr(DerivedStateV1, "folding", counting_folding(DerivedStateV1))
     yield count

@@ -20,15 +20,18 @@ from creative_memory.engine.events import (
     DecayPassEvent,
     Event,
     LegacyRecordEvent,
+    SignalEvent,
     build_signal_event,
 )
 from creative_memory.engine.timeutil import (
     _NORMALISED_RE,
     MS_PER_DAY,
     _days_from_civil,
+    add_days_ts,
     format_ts,
     try_parse_ts,
     ts_to_ms,
+    ts_to_ms_normalised,
 )
 from tests.test_engine_speedups import T0, TYPES, fold_in_chunks, history, one_by_one
 
@@ -225,3 +228,174 @@ def test_version_2_bulk_fold_with_few_look_ups_kept(monkeypatch: pytest.MonkeyPa
     for at in range(0, len(events), 100):
         state.fold(events[at : at + 100])
     assert state.dump() == expected
+
+
+def plain_ts_to_ms_or_raise(text: str) -> int:
+    """:func:`plain_ts_to_ms`, raising ``ValueError`` on an invalid timestamp."""
+    if _NORMALISED_RE.fullmatch(text) or try_parse_ts(text) is not None:
+        return plain_ts_to_ms(text)
+    raise ValueError(text)
+
+
+def plain_add_days_ts(text: str, k: int) -> str:
+    """``add_days_ts`` without its memo of date shifts (the reference)."""
+    if len(text) == 24 and _NORMALISED_RE.fullmatch(text):
+        days = _days_from_civil(int(text[0:4]), int(text[5:7]), int(text[8:10])) + k
+        return format_ts(days * MS_PER_DAY)[:-14] + text[10:]
+    return format_ts(plain_ts_to_ms_or_raise(text) + k * MS_PER_DAY)
+
+
+def outcome(fn: Any, *args: Any) -> Any:
+    """What ``fn(*args)`` returns, or ``ValueError`` when it raises one (the engine's
+    ``ValidationError`` is one)."""
+    try:
+        return fn(*args)
+    except ValueError:
+        return ValueError
+
+
+def test_memoised_timestamps_check_the_whole_form() -> None:
+    """``ts_to_ms`` skips the pattern only when the date and the hour and minute are
+    memoised from a timestamp that matched it: a text that shares them but not the rest of
+    the form takes the plain way, digits in any script count (``add_days_ts``, which reads
+    the same memos' texts, is compared too)."""
+    base = [format_ts(T0 + i * 61_001) for i in range(200)]
+    for text in base:  # fill the memos
+        ts_to_ms(text)
+        add_days_ts(text, 7)
+    arabic = str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩")
+    variants = list(base)
+    for text in base[:40]:
+        for i in (10, 13, 16, 19, 23):  # each separator replaced
+            variants.append(text[:i] + "x" + text[i + 1 :])
+        for i in (12, 15, 18, 22):  # a digit of the time replaced
+            variants.append(text[:i] + "a" + text[i + 1 :])
+            variants.append(text[:i] + text[i].translate(arabic) + text[i + 1 :])
+            variants.append(text[:i] + "²" + text[i + 1 :])  # a digit, not a decimal
+        variants.append(text[:23] + "z")
+        variants.append(text[:19] + ".+12Z")
+        variants.append(text[:19] + ". 12Z")
+        variants.append(text[:19] + ".1_2Z")
+        variants.append(text[:-1])
+        variants.append(text + "Z")
+        variants.append(text[:20] + "1234Z")
+    for text in variants:
+        for _ in range(2):  # the second call finds the memos filled by the first
+            assert outcome(ts_to_ms, text) == outcome(plain_ts_to_ms_or_raise, text), text
+            for k in (7, 30, -3):
+                assert outcome(add_days_ts, text, k) == outcome(plain_add_days_ts, text, k), text
+
+
+def test_times_read_in_one_block_are_ts_to_ms() -> None:
+    rng = random.Random(11)
+    texts = [
+        format_ts(rng.randrange(-62_135_596_800_000, 253_402_300_800_000)) for _ in range(5000)
+    ]
+    texts += ["0000-01-01T00:00:00.000Z", "0000-02-29T23:59:59.999Z", "9999-12-31T23:59:59.999Z"]
+    # the pattern's form without a valid date or time: ts_to_ms reads them by its formula
+    texts += ["2025-13-01T00:00:00.000Z", "2025-00-00T99:99:99.999Z", "0000-01-99T00:60:00.000Z"]
+    ascii_misses = []
+    for text in texts[:300]:
+        i = rng.choice((*range(24),))
+        ascii_misses.append(text[:i] + rng.choice("x:-. TZ/") + text[i + 1 :])
+    mixed = texts + ascii_misses
+    rng.shuffle(mixed)
+    block = ts_to_ms_normalised(mixed)
+    assert len(block) == len(mixed)
+    for text, ms in zip(mixed, block, strict=True):
+        if ms is None:
+            assert not _NORMALISED_RE.fullmatch(text), text
+        else:
+            assert ms == ts_to_ms(text), text
+    assert sum(ms is not None for ms in block) >= len(texts)
+    # a text of another length or with other than ASCII characters: none read
+    arabic = str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩")
+    for odd in ("2025-01-01T00:00:00Z", texts[0].translate(arabic), texts[0] + " "):
+        assert ts_to_ms_normalised([*texts[:10], odd]) == [None] * 11
+    # lengths that add up to 24 a text do not line the texts up
+    assert ts_to_ms_normalised([texts[0][:-1], "Z" + texts[1], *texts[2:5]]) == [None] * 5
+    assert ts_to_ms_normalised([]) == []
+
+
+@pytest.mark.parametrize("version", ["2", "3"])
+def test_version_2_bulk_fold_with_times_not_in_the_normalised_form(version: str) -> None:
+    """A fold long enough to read its times in one block, with some event times that the
+    block does not read (not normalised, or in other digits): ``ts_to_ms`` reads those."""
+    arabic = str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩")
+    rng = random.Random(version)
+    events = verdicts(1_500, 12, 9)
+    for i, ev in enumerate(events):
+        roll = rng.random()
+        if roll < 0.05:
+            events[i] = msgspec.structs.replace(ev, at=ev.at[:19] + "Z")
+        elif roll < 0.1:
+            events[i] = msgspec.structs.replace(ev, at=ev.at.translate(arabic))
+    assert len(events) >= bulk.BLOCK_TIMES_MIN
+    expected = one_by_one(version, events).dump()
+    whole = new_state(version)
+    whole.fold(events)
+    assert whole.dump() == expected
+    normalised = verdicts(1_500, 12, 9)
+    whole = new_state(version)
+    whole.fold(normalised)
+    assert whole.dump() == one_by_one(version, normalised).dump()
+
+
+def fold_streamed(version: str, events: list[Event], rng: random.Random, most: int) -> Any:
+    """``events`` folded as a derivation from scratch folds a log's chunks: one
+    ``folding()`` block, chunks of 1 … ``most`` - 1 events."""
+    state = new_state(version)
+    with state.folding() as fold_chunk:
+        at = 0
+        while at < len(events):
+            step = rng.randrange(1, most)
+            fold_chunk(events[at : at + step])
+            at += step
+    return state
+
+
+@pytest.mark.parametrize("version", ["1", "2", "3", "4"])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_fold_streamed_in_chunks_is_the_event_by_event_fold(version: str, seed: int) -> None:
+    events = history(1_500, 4, seed) if version == "1" else verdicts(1_500, 12, seed)
+    expected = one_by_one(version, events).dump()
+    rng = random.Random(seed)
+    for most in (2, 40, 700):
+        assert fold_streamed(version, events, rng, most).dump() == expected, most
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_version_1_fold_streamed_with_shadows_across_keys(seed: int) -> None:
+    events = shadowed_history(600, seed)
+    expected = one_by_one("1", events).dump()
+    assert fold_streamed("1", events, random.Random(seed), 60).dump() == expected
+
+
+def fold_without_settling(events: list[Event]) -> bytes:
+    """The state of version 1's inlined fold of ``events`` (failing) before it settles."""
+    state = new_state("1")
+    with pytest.raises((ValueError, KeyError)):
+        state._fold(events, {}, {})
+    dumped: bytes = state.dump()
+    return dumped
+
+
+def test_version_1_fold_streamed_that_fails_settles_like_one_fold() -> None:
+    """A chunk that fails leaves the state as one ``fold`` of every event up to the failure
+    leaves it, the records' ``decay_at`` set: an event out of order, or a signal of an
+    unknown kind on a record the inlined case holds (the ``decay_at`` of others pending)."""
+    events = history(900, 4, 3)
+    signals = [ev for ev in events[:700] if isinstance(ev, SignalEvent)]
+    unknown = msgspec.structs.replace(signals[-1], seq=events[699].seq + 1, signal_type="?")
+    for last in (events[10], unknown):
+        bad = [*events[:700], last]
+        reference = new_state("1")
+        with pytest.raises((ValueError, KeyError)):
+            reference.fold(bad)
+        state = new_state("1")
+        with pytest.raises((ValueError, KeyError)), state.folding() as fold_chunk:
+            for at in range(0, len(bad), 250):
+                fold_chunk(bad[at : at + 250])
+        assert state.dump() == reference.dump()
+        if last is unknown:  # some record held its event time in decay_at when it failed
+            assert state.dump() != fold_without_settling(bad)

@@ -218,11 +218,14 @@ class DerivedStates:
         memo = _Memo(new_state(v), "", 0, "", "")
         touched: dict[int, Preference | Refinement | None] = {}
         later: list[tuple[int, Preference]] = []
+        # without records to report: one bulk fold of every chunk (DerivedState.folding)
+        bulk = contextlib.nullcontext(None) if want_seqs else memo.state.folding()
+        with bulk as fold_chunk:
 
-        def fold(events: list[Event]) -> None:
-            touched.update(self.fold(memo, events, want_seqs, later))
+            def fold(events: list[Event]) -> None:
+                touched.update(self.fold(memo, events, want_seqs, later, fold_chunk))
 
-        snap = self.storage.read_events(user_id, sink=fold)
+            snap = self.storage.read_events(user_id, sink=fold)
         self.report(memo, later, touched)
         memo.generation, memo.end = snap.generation, snap.end
         return memo, snap, touched
@@ -304,18 +307,21 @@ class DerivedStates:
         events: Sequence[Event],
         want_seqs: Sequence[int],
         later: list[tuple[int, Preference]] | None = None,
+        bulk: Callable[[Sequence[Event]], None] | None = None,
     ) -> dict[int, Preference | Refinement | None]:
         """Fold ``events`` into the memo's state; for each seq in ``want_seqs``, a copy of
         what that event touched (see :meth:`refresh`). A version that reports records
         after the whole batch (``records_per_event`` False) reports them at the end of this
         call — or, when the caller passes ``later``, leaves them there for the caller to
-        report once every chunk of the batch is folded (:meth:`report`)."""
+        report once every chunk of the batch is folded (:meth:`report`). ``bulk`` folds
+        the events instead of the state's ``fold`` when nothing is to be reported (a chunk
+        of :meth:`~creative_memory.engine.derivation.base.DerivedState.folding`)."""
         touched: dict[int, Preference | Refinement | None] = {}
         wanted = set(want_seqs)
         state = memo.state
         pending: list[tuple[int, Preference]] = [] if later is None else later
         if not wanted and events:  # nothing to report: the state's bulk fold
-            state.fold(events)
+            (state.fold if bulk is None else bulk)(events)
             memo.head = events[-1].h
             memo.unwritten += len(events)
             return touched

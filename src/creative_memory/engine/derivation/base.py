@@ -14,8 +14,9 @@ The versions themselves are listed in :mod:`.registry`. No I/O, no clock.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, ClassVar, TypeVar
 
 import msgspec
@@ -363,6 +364,15 @@ class DerivedState:
         faster than one :meth:`apply` per event; the state is the same)."""
         for ev in events:
             self.apply(ev)
+
+    @contextlib.contextmanager
+    def folding(self) -> Iterator[Callable[[Sequence[Event]], None]]:
+        """A :meth:`fold` of events that arrive in chunks (a derivation from scratch reads
+        the log a chunk at a time): the function given folds each chunk, and when the block
+        ends the state is what one :meth:`fold` of all of them makes. In between nothing
+        may read or change the state (a version may keep work across the chunks and finish
+        it at the end). By default each chunk is one :meth:`fold`."""
+        yield self.fold
 
     def fold_signal(self, ev: SignalEvent) -> Preference:
         """Fold a signal; returns the record it created or updated (version-specific)."""

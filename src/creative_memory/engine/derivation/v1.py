@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from creative_memory.engine.constants import (
     ARCHIVE_DAYS,
@@ -93,6 +93,41 @@ class DerivedStateV1(DerivedState):
         )
 
     def fold(self, events: Iterable[Event]) -> None:
+        """:meth:`apply` for each event, with the commonest case inlined (:meth:`_fold`)."""
+        pending: dict[int, Preference] = {}  # id(record) → record whose decay_at holds `at`
+        try:
+            self._fold(events, pending, {})
+        except BaseException:
+            with contextlib.suppress(Exception):  # the fold's own error is the one raised
+                self._settle(pending)
+            raise
+        self._settle(pending)
+
+    @contextlib.contextmanager
+    def folding(self) -> Iterator[Callable[[Sequence[Event]], None]]:
+        """One :meth:`fold` of every chunk: the records found eligible, and the ``decay_at``
+        still to set, are kept from chunk to chunk (nothing else touches the state in
+        between) and settled at the end."""
+        pending: dict[int, Preference] = {}
+        eligible: dict[tuple[str | None, str, str, str], Preference] = {}
+
+        def fold_chunk(events: Sequence[Event]) -> None:
+            self._fold(events, pending, eligible)
+
+        try:
+            yield fold_chunk
+        except BaseException:
+            with contextlib.suppress(Exception):  # the fold's own error is the one raised
+                self._settle(pending)
+            raise
+        self._settle(pending)
+
+    def _fold(
+        self,
+        events: Iterable[Event],
+        pending: dict[int, Preference],
+        eligible: dict[tuple[str | None, str, str, str], Preference],
+    ) -> None:
         """:meth:`apply` for each event, with the commonest case inlined: a signal that
         accumulates into a stable, unshadowed record of its key in an existing bucket with no
         stable record of the other polarity. Its ``decay_at`` (which nothing reads before
@@ -109,8 +144,6 @@ class DerivedStateV1(DerivedState):
         event may change any record. So a signal drops the kept records of its (type,
         pattern) in its bucket (all of them when its record is a shadow), any other event
         all of them."""
-        pending: dict[int, Preference] = {}  # id(record) → record whose decay_at holds `at`
-        eligible: dict[tuple[str | None, str, str, str], Preference] = {}
         glob = self.global_bucket
         projects = self.projects
         increments = _INCREMENT
@@ -180,15 +213,9 @@ class DerivedStateV1(DerivedState):
                     self.last_seq, self.event_count, ahead = last_seq, count, False
                 self.apply(ev)
                 last_seq, count = self.last_seq, self.event_count
-        except BaseException:
+        finally:  # (the caller settles what is pending)
             if ahead:
                 self.last_seq, self.event_count = last_seq, count
-            with contextlib.suppress(Exception):  # the fold's own error is the one raised
-                self._settle(pending)
-            raise
-        if ahead:
-            self.last_seq, self.event_count = last_seq, count
-        self._settle(pending)
 
     @staticmethod
     def _settle_written(pending: dict[int, Preference], bucket: Bucket, ev: SignalEvent) -> None:
