@@ -5,9 +5,10 @@ in one transaction (docs/storage.md, "Group commit"; docs/deploy.md).
   flight are written together by the next leader, in arrival order; another key's calls
   are not queued behind them; a write that raises fails every call it carried, a call the
   write fails alone fails alone.
-* PostgreSQL: appends of several users queued behind a write go in one transaction, each
-  user's events chained onto its own tail; a user whose tail another replica moved, or
-  whose settings changed, is written (or refused) on its own while the others commit.
+* PostgreSQL: appends of several users queued behind a write go in one statement, each
+  user's events chained onto its own tail; a user whose tail another replica moved, whose
+  settings changed, or whose lock is held elsewhere is written (or refused) on its own
+  while the others are acknowledged; two replicas batching the same users never fail.
 """
 
 from __future__ import annotations
@@ -26,14 +27,15 @@ from creative_memory.storage import SettingsChanged, UserSettings
 from creative_memory.storage.base import Appended
 from creative_memory.storage.groupcommit import GroupCommit
 from creative_memory.storage.postgres import PostgresStorage
-from creative_memory.storage.postgres.appends import SQL_APPEND_USERS
+from creative_memory.storage.postgres.appends import LOCK_EXPR, SQL_APPEND_USERS
 from creative_memory.storage.postgres.writer import AppendWriter
 
 pytest_plugins = ["tests.pg_fixtures"]
 
 AT = "2025-01-01T00:00:00.000Z"
-#: Appends per writer in the two-replica test (with the users locked in random order
-#: instead, 300 gave a deadlock where 30 did not).
+#: Appends per writer in the two-replica test (when the statement still waited for each
+#: lock, taking them in random order instead of in user-id order deadlocked at 300, not
+#: at 30).
 CALLS = 300
 
 
@@ -264,9 +266,9 @@ def test_a_user_whose_settings_changed_is_refused_alone(pg: PostgresStorage, pg_
 def test_two_replicas_batching_the_same_users_neither_deadlock_nor_lose_events(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each replica's statements lock their users in id order: under writers of the same
-    eight users on both, no multi-user statement fails (a deadlock would be retried user by
-    user, so its errors are recorded here), and every log holds every event once, chained."""
+    """Under writers of the same eight users on both replicas, no multi-user statement
+    fails (it takes only free locks, so it cannot deadlock; an error would be retried user
+    by user, so errors are recorded here), and every log holds every event once, chained."""
     failed: list[BaseException] = []
     real = psycopg.Connection.execute
 
@@ -322,3 +324,39 @@ def test_two_replicas_batching_the_same_users_neither_deadlock_nor_lose_events(
     finally:
         for st in replicas:
             st.close()
+
+
+def test_a_user_locked_elsewhere_holds_up_no_other(pg: PostgresStorage, pg_url: str) -> None:
+    """The statement does not wait for a lock: "b", whose lock another transaction holds
+    (an erasure on another replica, say), is handed back to its caller, which waits alone;
+    "a" and "c" are acknowledged meanwhile."""
+    for u in "abc":
+        pg.append_positioned(u, [ev(f"{u}-0")])
+    held = Held(pg._writer)
+    out: dict[str, Appended] = {}
+
+    def run(user: str) -> None:
+        out[user] = pg.append_positioned(user, [ev(f"{user}-1")])
+
+    with psycopg.connect(pg_url) as locker:  # a transaction holding b's lock
+        locker.execute("SELECT " + LOCK_EXPR, {"u": "b"})
+        first = threading.Thread(target=run, args=("newcomer",))
+        first.start()
+        assert held.entered.wait(10)
+        threads = {u: threading.Thread(target=run, args=(u,)) for u in "abc"}
+        for t in threads.values():
+            t.start()
+        wait_until(lambda: pg._writer._group.pending(None) == 3, "the calls did not queue")
+        held.release.set()
+        for u in "ac":
+            threads[u].join(10)
+            assert u in out, f"{u} waited for b's lock"
+        assert held.together == [3]
+        assert "b" not in out  # still waiting for its lock
+        locker.rollback()  # the lock is released
+    threads["b"].join(10)
+    first.join(10)
+    for u in "abc":
+        stored = pg.read_events(u).events
+        assert_chained(stored)
+        assert [e.seq for e in out[u].events] == [2] and stored[-1] == out[u].events[0]

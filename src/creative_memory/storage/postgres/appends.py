@@ -65,18 +65,18 @@ SQL_APPEND_MANY: LiteralString = (
 
 #: Several users' appends in one statement (parallel arrays: per user ``u``, ``g``, ``f``,
 #: ``e`` (the new floor), ``chk``, ``st``; per event ``ru``, ``rs``, ``rk``, ``rh``, ``rl``):
-#: the users' locks in user-id order (a subquery sorted before the locking projection, so
-#: every such statement locks in the same order), then each user's conditional append as in
-#: the one-user statement; returns the users whose events were inserted.
+#: each user's lock only if it is free at once (``pg_try_advisory_xact_lock``: the statement
+#: never waits, so one user's lock held elsewhere holds up no other user, and no two such
+#: statements can deadlock), then each locked user's conditional append as in the one-user
+#: statement; returns the users whose events were inserted.
 SQL_APPEND_USERS: LiteralString = (
     "WITH v AS (SELECT * FROM unnest(%(u)s::text[], %(g)s::text[], %(f)s::bigint[], "
     "%(e)s::bigint[], %(chk)s::boolean[], %(st)s::text[]) AS v(u, g, f, e, chk, st)), "
-    "lk AS (SELECT count(*) AS n FROM (SELECT pg_advisory_xact_lock(hashtextextended("
-    "'creative-memory:user:' || coalesce(current_schema(), '') || '/' || o.u, 0)) "
-    "FROM (SELECT u FROM v ORDER BY u OFFSET 0) o) l), "
+    "lk AS (SELECT v.u FROM v WHERE pg_try_advisory_xact_lock(hashtextextended("
+    "'creative-memory:user:' || coalesce(current_schema(), '') || '/' || v.u, 0))), "
     "up AS (UPDATE cm_users c SET seq_floor = v.e FROM v "
-    "WHERE c.user_id = v.u AND c.generation = v.g AND c.seq_floor = v.f "
-    "AND (SELECT n FROM lk) > 0 "
+    "WHERE c.user_id = v.u AND v.u IN (SELECT u FROM lk) "
+    "AND c.generation = v.g AND c.seq_floor = v.f "
     "AND (NOT v.chk OR c.settings IS NOT DISTINCT FROM v.st::jsonb) RETURNING c.user_id), "
     "ins AS (INSERT INTO cm_events (user_id, seq, kind, h, line) "
     "SELECT r.u, r.s, r.k, r.h, r.l FROM unnest(%(ru)s::text[], %(rs)s::bigint[], "

@@ -5,12 +5,14 @@ A process has one group commit for every user: the appends that arrive while a w
 flight wait, and the next leader writes all of them. Calls of one user on the same
 settings condition are merged in arrival order; the appends of several users whose tails
 this process knows go in **one statement** (:data:`SQL_APPEND_USERS`: one transaction, one
-round trip), which takes their advisory locks in user-id order — so two such statements,
-from any processes, cannot deadlock — and applies each user's conditional append. A user
-whose append matched nothing (another writer moved its tail, or its settings changed)
-leaves the others committed; its calls, and those of users whose tail is not known, are
-then written on their own by the single-user path (re-chained and retried, or the locked
-transaction), and whatever fails there fails only that user's calls.
+round trip), which takes each user's advisory lock only if it is free at once — it never
+waits, so it cannot deadlock and one user's lock held elsewhere (a rewrite, another
+replica's append) holds up no other user — and applies each locked user's conditional
+append. A user whose append did not happen (its lock was taken, another writer moved its
+tail, or its settings changed) leaves the others committed; its calls, and those of users
+whose tail is not known, are then written on their own by the single-user path (which
+waits for the lock; re-chained and retried, or the locked transaction), and whatever fails
+there fails only that user's calls.
 """
 
 from __future__ import annotations
@@ -48,6 +50,10 @@ Pending = tuple[str, Seen | None, Sequence[Event]]
 Written = tuple[list[Event], str, int]
 #: Calls of one user on one condition: their key, their indexes, all their events.
 _Job = tuple[tuple[str, Seen | None], list[int], list[Event]]
+
+
+class _Alone(Exception):
+    """The outcome of a call the group's write did not carry: its caller writes it."""
 
 
 def kind(ev: Event) -> str:
@@ -107,19 +113,32 @@ class AppendWriter:
 
     def append(self, user_id: str, events: Sequence[Event], seen: Seen | None) -> Appended:
         """Append ``events`` (non-empty) durably, if the settings are still ``seen``."""
-        return self._group.append(None, (user_id, seen, events))
+        try:
+            return self._group.append(None, (user_id, seen, events))
+        except _Alone:  # not in the group's statement: written here, waiting for the lock
+            out, generation, start = self._write(user_id, list(events), seen)
+            return Appended(events=out, generation=generation, start=start, end=out[-1].seq)
 
     def forget(self, user_id: str) -> None:
         """Forget the user's tail (its log was rewritten)."""
         self._tails.pop(user_id, None)
 
     def _commit(self, _: None, calls: Sequence[Pending]) -> list[Appended | BaseException]:
+        """One user's calls: written here. Several users' calls: the users whose tails are
+        known in one statement; the calls that are not in it (or did not happen in it) are
+        handed back to their callers (:class:`_Alone`), which write them each on its own,
+        so that none of them holds up the acknowledgement of the others."""
         by_key: dict[tuple[str, Seen | None], list[int]] = {}
         for i, (user_id, seen, _events) in enumerate(calls):
             by_key.setdefault((user_id, seen), []).append(i)
         jobs: list[_Job] = [
             (key, ix, [e for i in ix for e in calls[i][2]]) for key, ix in by_key.items()
         ]
+        outcomes: list[Appended | BaseException | None] = [None] * len(calls)
+        if len(jobs) == 1:
+            (user_id, seen), ix, events = jobs[0]
+            self._split(self._write(user_id, events, seen), ix, calls, outcomes)
+            return [o for o in outcomes if o is not None]
         together: list[_Job] = []
         users: set[str] = set()
         for job in jobs:
@@ -127,31 +146,14 @@ class AppendWriter:
             if user_id in self._tails and user_id not in users:
                 users.add(user_id)
                 together.append(job)
-        outcomes: list[Appended | BaseException | None] = [None] * len(calls)
-        done: set[int] = set()
         if len(together) > 1:
             for job, written in zip(together, self._write_together(together), strict=True):
-                if written is None:
-                    continue  # written on its own below
-                done.add(id(job))
                 if isinstance(written, BaseException):
                     for i in job[1]:
                         outcomes[i] = written
-                else:
+                elif written is not None:
                     self._split(written, job[1], calls, outcomes)
-        for job in jobs:
-            if id(job) in done:
-                continue
-            (user_id, seen), ix, events = job
-            try:
-                written = self._write(user_id, events, seen)
-            except Exception as exc:  # this user's calls fail, the others' do not
-                for i in ix:
-                    outcomes[i] = exc
-                continue
-            self._split(written, ix, calls, outcomes)
-        assert all(o is not None for o in outcomes)
-        return [o for o in outcomes if o is not None]
+        return [_Alone() if o is None else o for o in outcomes]
 
     @staticmethod
     def _split(
