@@ -22,33 +22,21 @@ import psycopg
 import pytest
 
 from creative_memory.engine.errors import StorageError
-from creative_memory.engine.events import CHAIN_GENESIS, Event, SignalEvent, chain_hash
+from creative_memory.engine.events import SignalEvent
 from creative_memory.storage import SettingsChanged, UserSettings
 from creative_memory.storage.base import Appended
 from creative_memory.storage.groupcommit import GroupCommit
 from creative_memory.storage.postgres import PostgresStorage
 from creative_memory.storage.postgres.appends import LOCK_EXPR, SQL_APPEND_USERS
 from creative_memory.storage.postgres.writer import AppendWriter
+from tests.test_postgres_appends import assert_gap_free_chain, ev
 
 pytest_plugins = ["tests.pg_fixtures"]
 
-AT = "2025-01-01T00:00:00.000Z"
 #: Appends per writer in the two-replica test (when the statement still waited for each
 #: lock, taking them in random order instead of in user-id order deadlocked at 300, not
 #: at 30).
 CALLS = 300
-
-
-def ev(pattern: str) -> SignalEvent:
-    return SignalEvent(
-        at=AT,
-        recorded_at=AT,
-        signal_type="explicit_tag",
-        preference_type="layout",
-        pattern=pattern,
-        polarity="positive",
-        scope="global",
-    )
 
 
 def wait_until(cond: Any, what: str) -> None:
@@ -140,13 +128,6 @@ def test_a_failed_write_fails_its_calls_and_a_call_failed_alone_fails_alone() ->
 # -- PostgreSQL: several users in one transaction ------------------------------------------
 
 
-def assert_chained(events: list[Event]) -> None:
-    prev = CHAIN_GENESIS
-    for i, e in enumerate(events, 1):
-        assert e.seq == i and e.h == chain_hash(prev, e), f"gap or broken chain at {i}"
-        prev = e.h
-
-
 @pytest.fixture
 def pg(pg_url: str) -> Iterator[PostgresStorage]:
     st = PostgresStorage(pg_url)
@@ -218,7 +199,7 @@ def test_appends_of_several_users_share_one_transaction(pg: PostgresStorage) -> 
         assert isinstance(got, Appended)
         assert [e.seq for e in got.events] == [2, 3] and (got.start, got.end) == (1, 3)
         stored = pg.read_events(u).events
-        assert_chained(stored)
+        assert_gap_free_chain(stored)
         assert got.events == stored[1:]
         assert [e.pattern for e in stored if isinstance(e, SignalEvent)] == [
             f"{u}-0",
@@ -239,7 +220,7 @@ def test_a_user_moved_by_another_writer_is_rechained_alone(
     assert held.together == [3]
     for u in users:
         stored = pg.read_events(u).events
-        assert_chained(stored)
+        assert_gap_free_chain(stored)
         assert isinstance(out[u], Appended)
         assert stored[-1].pattern == f"{u}-1"  # type: ignore[union-attr]
     assert [e.pattern for e in pg.read_events("b").events] == ["b-0", "b-replica", "b-1"]  # type: ignore[union-attr]
@@ -260,7 +241,7 @@ def test_a_user_whose_settings_changed_is_refused_alone(pg: PostgresStorage, pg_
     assert refused.now.settings == UserSettings(paused=True)
     assert [len(pg.read_events(u).events) for u in users] == [2, 1, 2]
     for u in users:
-        assert_chained(pg.read_events(u).events)
+        assert_gap_free_chain(pg.read_events(u).events)
 
 
 def test_two_replicas_batching_the_same_users_neither_deadlock_nor_lose_events(
@@ -318,7 +299,7 @@ def test_two_replicas_batching_the_same_users_neither_deadlock_nor_lose_events(
         assert min(together) > 0  # both replicas did write several users at once
         for u in users:
             stored = replicas[0].read_events(u).events
-            assert_chained(stored)
+            assert_gap_free_chain(stored)
             names = sorted(e.pattern for e in stored if isinstance(e, SignalEvent))
             assert names == sorted(f"{r}{u}-{c}" for r in range(2) for c in range(CALLS))
     finally:
@@ -358,5 +339,5 @@ def test_a_user_locked_elsewhere_holds_up_no_other(pg: PostgresStorage, pg_url: 
     first.join(10)
     for u in "abc":
         stored = pg.read_events(u).events
-        assert_chained(stored)
+        assert_gap_free_chain(stored)
         assert [e.seq for e in out[u].events] == [2] and stored[-1] == out[u].events[0]

@@ -244,8 +244,9 @@ class MemoryStore:
     ) -> tuple[UserSettings, list[Preference | Refinement | None] | None]:
         """Append what ``decide`` makes of the user's settings, on the condition that they
         still hold (:func:`~creative_memory.app.learning.append_as_allowed`)."""
-
-        def append(st: UserSettings, events: Sequence[Event], seen: SettingsSeen) -> Any:
+        def append(
+            st: UserSettings, events: Sequence[Event], seen: SettingsSeen
+        ) -> list[Preference | Refinement | None]:
             return self._append(user_id, events, records=records, settings=st, if_settings=seen)
 
         return rules.append_as_allowed(self._storage, user_id, decide, append)
