@@ -21,8 +21,9 @@ write-backs and settings changes of one user are serialised across threads, proc
 hosts; the lock is released by the commit. A call returns only after its commit, so an
 acknowledged event is durable (with PostgreSQL's default ``fsync=on``,
 ``synchronous_commit=on``). An append is one prepared autocommit statement that inserts only
-if the log is still at the tail it was chained onto (:mod:`.appends`), and concurrent
-appends of one user in a process share one transaction (group commit). Erasure deletes
+if the log is still at the tail it was chained onto (and the user's settings are still the
+ones the append was decided on: :mod:`.appends`), and the appends of a process that arrive
+while one is in flight — of any users — share the next statement (:mod:`.writer`). Erasure deletes
 the rows (``DELETE``) of the erased events and every derived row of the user in the same
 transaction.
 
