@@ -8,11 +8,13 @@ in one transaction (docs/storage.md, "Group commit"; docs/deploy.md).
 * PostgreSQL: appends of several users queued behind a write go in one statement, each
   user's events chained onto its own tail; a user whose tail another replica moved, whose
   settings changed, or whose lock is held elsewhere is written (or refused) on its own
-  while the others are acknowledged; two replicas batching the same users never fail.
+  while the others are acknowledged; two replicas batching the same users never fail; a
+  reply lost around the statement neither loses nor repeats an append.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -341,3 +343,46 @@ def test_a_user_locked_elsewhere_holds_up_no_other(pg: PostgresStorage, pg_url: 
         stored = pg.read_events(u).events
         assert_gap_free_chain(stored)
         assert [e.seq for e in out[u].events] == [2] and stored[-1] == out[u].events[0]
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_lost_reply_to_the_statement_is_neither_lost_nor_repeated(
+    pg: PostgresStorage, monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    """The connection dies around the several-user statement: before it was sent, each
+    user is handed back and written alone; after it committed, each user's stored chain
+    hash shows it was, and nothing is sent again."""
+    for u in "abc":
+        pg.append_positioned(u, [ev(f"{u}-0")])
+    lost = []
+
+    class Losing:
+        def __init__(self, conn: Any) -> None:
+            self._conn = conn
+
+        def execute(self, query: Any, *args: Any, **kw: Any) -> Any:
+            if query is SQL_APPEND_USERS and not lost:
+                lost.append(when)
+                if when == "after":
+                    self._conn.execute(query, *args, **kw)
+                raise psycopg.OperationalError("server closed the connection unexpectedly")
+            return self._conn.execute(query, *args, **kw)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._conn, name)
+
+    real = type(pg._db).unchecked
+
+    def unchecked(self: Any) -> Iterator[Any]:
+        with real(self) as conn:
+            yield Losing(conn)
+
+    monkeypatch.setattr(type(pg._db), "unchecked", contextlib.contextmanager(unchecked))
+    held, out = queue_behind_a_held_write(pg, [(u, [ev(f"{u}-1")], None) for u in "abc"])
+    assert lost == [when] and held.together == [3]
+    for u in "abc":
+        stored = pg.read_events(u).events
+        assert_gap_free_chain(stored)
+        assert [e.pattern for e in stored] == [f"{u}-0", f"{u}-1"]  # type: ignore[attr-defined]
+        got = out[u]
+        assert isinstance(got, Appended) and got.events == stored[1:]
