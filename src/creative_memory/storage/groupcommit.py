@@ -44,12 +44,12 @@ class GroupCommit(Generic[K, P]):
         self._lock = threading.Lock()
         self._queues: dict[K, list[_Waiter[P]]] = {}  # a key with a leader -> its waiters
 
-    def pending(self, user_id: K) -> int:
-        """How many calls for ``user_id`` wait for the next write."""
+    def pending(self, key: K) -> int:
+        """How many calls under ``key`` wait for the next write."""
         with self._lock:
-            return len(self._queues.get(user_id, []))
+            return len(self._queues.get(key, []))
 
-    def append(self, user_id: K, payload: P) -> Appended:
+    def append(self, key: K, payload: P) -> Appended:
         """Append ``payload`` (events, non-empty), alone or together with concurrent appends
         of the same key; returns once they are durable. If the write fails, every call it
         carried fails: the leader with the error itself, the others with it (a
@@ -57,16 +57,16 @@ class GroupCommit(Generic[K, P]):
         traceback); a call the write fails alone fails the same way."""
         me = _Waiter(payload)
         with self._lock:
-            queue = self._queues.get(user_id)
+            queue = self._queues.get(key)
             if queue is None:
-                self._queues[user_id] = []
+                self._queues[key] = []
                 me.lead = True
             else:
                 queue.append(me)
         if not me.lead:
             me.done.wait()
         if me.lead:
-            self._lead(user_id, me)
+            self._lead(key, me)
         if me.error is not None:
             if me.lead or not isinstance(me.error, StorageError):
                 raise me.error
@@ -74,19 +74,19 @@ class GroupCommit(Generic[K, P]):
         assert me.result is not None
         return me.result
 
-    def _lead(self, user_id: K, me: _Waiter[P]) -> None:
+    def _lead(self, key: K, me: _Waiter[P]) -> None:
         with self._lock:
-            queue = self._queues[user_id]
+            queue = self._queues[key]
             batch = [me, *queue]
             queue.clear()
         try:
-            self._write(user_id, batch)
+            self._write(key, batch)
         finally:
             with self._lock:
-                queue = self._queues[user_id]
+                queue = self._queues[key]
                 successor = queue.pop(0) if queue else None
                 if successor is None:
-                    del self._queues[user_id]
+                    del self._queues[key]
                 else:
                     successor.lead = True
             for w in batch[1:]:
@@ -94,9 +94,9 @@ class GroupCommit(Generic[K, P]):
             if successor is not None:
                 successor.done.set()
 
-    def _write(self, user_id: K, batch: list[_Waiter[P]]) -> None:
+    def _write(self, key: K, batch: list[_Waiter[P]]) -> None:
         try:
-            results = self._commit(user_id, [w.payload for w in batch])
+            results = self._commit(key, [w.payload for w in batch])
         except BaseException as exc:  # nothing of the batch was acknowledged: all fail
             for w in batch:
                 w.error = exc
