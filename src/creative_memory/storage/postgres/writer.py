@@ -61,6 +61,16 @@ def kind(ev: Event) -> str:
     return str(ev.__struct_config__.tag)
 
 
+def columns(events: Sequence[Event]) -> tuple[list[int], list[str], list[str], list[bytes]]:
+    """The ``seq``, ``kind``, ``h`` and ``line`` columns of stored ``events``."""
+    return (
+        [e.seq for e in events],
+        [kind(e) for e in events],
+        [e.h for e in events],
+        [encode_event(e) for e in events],
+    )
+
+
 def insert_events(
     conn: psycopg.Connection[tuple[Any, ...]], user_id: str, events: Sequence[Event]
 ) -> None:
@@ -71,13 +81,7 @@ def insert_events(
         "INSERT INTO cm_events (user_id, seq, kind, h, line) "
         "SELECT %s, s, k, hh, l "
         "FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::bytea[]) AS t(s, k, hh, l)",
-        (
-            user_id,
-            [e.seq for e in events],
-            [kind(e) for e in events],
-            [e.h for e in events],
-            [encode_event(e) for e in events],
-        ),
+        (user_id, *columns(events)),
     )
 
 
@@ -91,12 +95,7 @@ def _statement(
     if len(out) == 1:
         params.update(s=last.seq, k=kind(last), h=last.h, l=encode_event(last))
         return SQL_APPEND_ONE, params
-    params.update(
-        s=[e.seq for e in out],
-        k=[kind(e) for e in out],
-        h=[e.h for e in out],
-        l=[encode_event(e) for e in out],
-    )
+    params.update(zip(("s", "k", "h", "l"), columns(out), strict=True))
     return SQL_APPEND_MANY, params
 
 
@@ -188,11 +187,9 @@ class AppendWriter:
             "chk": [p[3] is not None for p in plans],
             "st": [None if p[3] is None else p[3].text for p in plans],
             "ru": [p[0] for p in plans for _ in p[2]],
-            "rs": [e.seq for p in plans for e in p[2]],
-            "rk": [kind(e) for p in plans for e in p[2]],
-            "rh": [e.h for p in plans for e in p[2]],
-            "rl": [encode_event(e) for p in plans for e in p[2]],
         }
+        event_columns = columns([e for p in plans for e in p[2]])
+        params.update(zip(("rs", "rk", "rh", "rl"), event_columns, strict=True))
         landed: list[bool | BaseException]
         try:
             with self._db.unchecked() as conn:
