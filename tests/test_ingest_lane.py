@@ -22,7 +22,12 @@ import httpx
 import pytest
 
 from creative_memory import MemoryStore
-from creative_memory.app.lane import MULTI_USER_LANES, IngestLane, IngestLanes
+from creative_memory.app.lane import (
+    LOOP_BATCH_EVENTS,
+    MULTI_USER_LANES,
+    IngestLane,
+    IngestLanes,
+)
 from creative_memory.engine.errors import StorageError
 from creative_memory.http import DaemonConfig, ThreadedDaemon
 from creative_memory.storage import FileStorage
@@ -244,14 +249,35 @@ def test_a_store_without_deferred_sync_runs_calls_one_by_one() -> None:
     assert lane.close(5)
 
 
+def hold_lock(storage: FileStorage, user: str) -> tuple[threading.Thread, threading.Event]:
+    """Another thread holds ``user``'s lock (as a rewrite of their log does) until the
+    returned event is set."""
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with storage.locked(user):
+            holding.set()
+            release.wait(10)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    assert holding.wait(5)
+    return t, release
+
+
+def ingest(store: MemoryStore, user: str, start: int = 0) -> Any:
+    return lambda: store.ingest_signals(user, signals(1, start), records=False)
+
+
 def test_a_user_held_up_in_one_lane_does_not_hold_up_a_user_of_another(tmp_path: Path) -> None:
     store = MemoryStore(tmp_path)
+    assert isinstance(store._storage, FileStorage)
     lanes = IngestLanes(store, MULTI_USER_LANES)
     users = [f"u{i}" for i in range(40)]
     slow = users[0]
     other = next(u for u in users if lanes.of(u) is not lanes.of(slow))
     same = next(u for u in users[1:] if lanes.of(u) is lanes.of(slow))
-    release = threading.Event()
+    t, release = hold_lock(store._storage, slow)
 
     async def main() -> list[str]:
         done: list[str] = []
@@ -260,18 +286,130 @@ def test_a_user_held_up_in_one_lane_does_not_hold_up_a_user_of_another(tmp_path:
             await lanes.run(user, fn)
             done.append(user)
 
-        held = asyncio.ensure_future(call(slow, lambda: release.wait(10)))
-        behind = asyncio.ensure_future(call(same, lambda: None))
-        await asyncio.wait_for(call(other, lambda: None), 5)  # not behind the held call
+        held = asyncio.ensure_future(call(slow, ingest(store, slow)))
+        behind = asyncio.ensure_future(call(same, ingest(store, same)))
+        await asyncio.wait_for(call(other, ingest(store, other)), 5)  # not behind the held call
         assert done == [other] and not behind.done()
         release.set()
-        await asyncio.gather(held, behind)
+        await gather(held, behind)
         return done
 
+    gather = asyncio.gather
     assert asyncio.run(main()) == [other, slow, same]  # one lane keeps arrival order
+    t.join()
     assert lanes.close(5)
     assert sum(lane.calls for lane in lanes.lanes) == 3
-    assert sum(lane._thread is not None for lane in lanes.lanes) == 2  # started when used
+    assert lanes.of(other).on_loop == 1 and lanes.of(other)._thread is None  # on the loop
+    assert lanes.of(slow).on_loop == 0 and lanes.of(slow)._thread is not None  # it waited
+    for user in (slow, same, other):
+        assert len(assert_log_sound(tmp_path, user)) == 1
+    store.close()
+
+
+def test_calls_of_one_loop_step_run_on_the_loop_as_one_batch(
+    tmp_path: Path, log_fsyncs: list[int]
+) -> None:
+    store = MemoryStore(tmp_path)
+    store.ingest_signals(U, signals(1, 99))
+    synced = log_fsyncs[0]
+    lanes = IngestLanes(store)
+    lane = lanes.of(U)
+    threads = threading.active_count()
+
+    def call(i: int) -> int:
+        if i == 3:
+            raise ValueError("call 3 is bad")
+        store.ingest_signals(U, signals(1, i), records=False)
+        assert store._storage.event_count(U) == 1  # type: ignore[attr-defined]  # not yet durable
+        return i
+
+    async def main() -> list[Any]:
+        return await asyncio.gather(
+            *(lanes.run(U, lambda i=i: call(i)) for i in range(10)), return_exceptions=True
+        )
+
+    results = asyncio.run(main())
+    assert results[:3] == [0, 1, 2] and results[4:] == list(range(4, 10))
+    assert isinstance(results[3], ValueError)
+    assert (lane.batches, lane.on_loop, lane.calls) == (1, 1, 10)
+    assert lane._thread is None and threading.active_count() == threads
+    assert log_fsyncs[0] - synced == 1
+    assert [e.artifact_id for e in assert_log_sound(tmp_path, U)][1:] == [
+        f"a{i}" for i in range(10) if i != 3
+    ]
+    assert lanes.close(5)
+    store.close()
+
+
+def test_a_held_lock_sends_the_batch_to_the_thread_and_later_calls_follow_it(
+    tmp_path: Path,
+) -> None:
+    store = MemoryStore(tmp_path)
+    assert isinstance(store._storage, FileStorage)
+    lane = IngestLanes(store).of(U)
+    t, release = hold_lock(store._storage, U)
+
+    async def main() -> None:
+        first = asyncio.ensure_future(lane.run(ingest(store, U, 0), user=U))
+        await asyncio.sleep(0.05)  # the batch went to the thread, which waits for the lock
+        assert not first.done() and lane._thread is not None
+        release.set()  # free now, but the thread still has the first call: order
+        second = asyncio.ensure_future(lane.run(ingest(store, U, 1), user=U))
+        await asyncio.gather(first, second)
+        third = await asyncio.gather(lane.run(ingest(store, U, 2), user=U))  # thread idle
+        assert third == [[None]]
+
+    asyncio.run(main())
+    t.join()
+    assert lane.calls == 3 and lane.on_loop >= 1
+    assert [e.artifact_id for e in assert_log_sound(tmp_path, U)] == ["a0", "a1", "a2"]
+    assert lane.close(5)
+    store.close()
+
+
+def test_a_batch_of_many_events_runs_in_the_thread(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path)
+    lane = IngestLanes(store).of(U)
+
+    async def main() -> None:
+        await lane.run(ingest(store, U), user=U, events=LOOP_BATCH_EVENTS)  # on the loop
+        assert lane.on_loop == 1 and lane._thread is None
+        await asyncio.gather(  # together over the bound: the thread
+            lane.run(ingest(store, U, 1), user=U, events=LOOP_BATCH_EVENTS),
+            lane.run(ingest(store, U, 2), user=U),
+        )
+        assert lane.on_loop == 1 and lane.batches == 2 and lane._thread is not None
+
+    asyncio.run(main())
+    assert len(assert_log_sound(tmp_path, U)) == 3
+    assert lane.close(5)
+    store.close()
+
+
+def test_a_loop_batch_whose_fsync_fails_fails_every_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = MemoryStore(tmp_path)
+    store.ingest_signals(U, signals(1, 99))
+    lane = IngestLanes(store).of(U)
+
+    def broken(path: Path, flags: int = os.O_RDONLY) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(deferred, "fsync_path", broken)
+
+    async def main() -> list[Any]:
+        calls = [lane.run(ingest(store, U, i), user=U) for i in range(3)]
+        return await asyncio.gather(*calls, lane.run(lambda: 1, user=U), return_exceptions=True)
+
+    results = asyncio.run(main())
+    assert lane.on_loop == 1
+    assert all(isinstance(r, StorageError) for r in results)  # the one that wrote nothing too
+    monkeypatch.undo()
+    store.ingest_signals(U, signals(1, 50))  # the tail is read again
+    assert [e.seq for e in assert_log_sound(tmp_path, U)] == list(range(1, len(
+        assert_log_sound(tmp_path, U)) + 1))
+    assert lane.close(5)
     store.close()
 
 
@@ -314,6 +452,7 @@ def test_the_daemon_ingests_through_the_lane_and_writers_share_fsyncs(
         assert failures == []
         assert lane.calls == clients * each
         assert lane.batches < lane.calls
+        assert lane.on_loop > 0  # nothing held the lock: batches ran on the event loop
     stored = {e.artifact_id for e in assert_log_sound(tmp_path, U)}
     assert set(acknowledged) == stored and len(stored) == clients * each
     assert log_fsyncs[0] < clients * each
@@ -331,7 +470,7 @@ def test_a_lane_closed_by_a_shutdown_meanwhile_answers_503(
         assert d.daemon.lanes is not None
         lane = d.daemon.lanes.of(U)
 
-        async def shut(fn: Any) -> Any:  # the shutdown lands between the check and the lane
+        async def shut(fn: Any, **how: Any) -> Any:  # the shutdown lands between check and lane
             d.daemon.closed = True
             raise RuntimeError("the ingest lane is closed")
 

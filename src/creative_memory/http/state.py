@@ -75,11 +75,12 @@ class Daemon:
         if self.local:
             self.lanes = IngestLanes(self.store, MULTI_USER_LANES if config.multi_user else 1)
 
-    async def ingest(self, user: str, fn: Callable[[], T]) -> T:
-        """``fn()``, an ingestion for ``user``: in their ingest lane when there are lanes,
-        else in the pool."""
+    async def ingest(self, user: str, fn: Callable[[], T], *, events: int = 1) -> T:
+        """``fn()``, an ingestion of ``events`` events for ``user``: in their ingest lane
+        when there are lanes (on the event loop when it need not wait: app/lane.py), else in
+        the pool."""
         if self.lanes is not None:
-            return await self.lanes.run(user, fn)
+            return await self.lanes.run(user, fn, events=events)
         return await self.run(fn)
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:

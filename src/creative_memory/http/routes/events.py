@@ -43,7 +43,7 @@ async def post_events(request: Request) -> Response:
             raise
 
     try:
-        result = await d.ingest(user, work)
+        result = await d.ingest(user, work, events=len(items))
     except RuntimeError as exc:  # the ingest lane closed under us: shutting down
         if d.closed:
             raise unavailable(str(exc)) from exc

@@ -19,11 +19,9 @@ Whole-file writes go through temp file + fsync + rename + directory fsync.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
 import secrets
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
@@ -57,17 +55,14 @@ from creative_memory.storage.files.deferred import Deferring
 from creative_memory.storage.files.fsutil import atomic_write as atomic_write
 from creative_memory.storage.files.fsutil import fsync_dir as fsync_dir
 from creative_memory.storage.files.fsutil import make_private_dir as make_private_dir
+from creative_memory.storage.files.locks import UserLocks
 from creative_memory.storage.files.settings import SettingsReader
 from creative_memory.storage.groupcommit import GroupCommit
 
 LOG_NAME = "events.jsonl"
 SETTINGS_NAME = "settings.json"
 SNAPSHOT_NAME = "snapshot.json"
-LOCK_NAME = ".lock"
 
-
-_thread_locks: dict[str, threading.Lock] = {}
-_thread_locks_guard = threading.Lock()
 
 _DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError)
 
@@ -85,7 +80,7 @@ class FileStorage:
         self.root = Path(root)
         self.cache_capacity = cache_capacity
         self._caches: dict[str, FileDerivationCache] = {}
-        self._lock_keys: dict[str, tuple[str, str]] = {}  # user → (lock key, lock path)
+        self._locks = UserLocks(self.ensure_user_dir)
         self._log_paths: dict[str, Path] = {}
         self._settings_paths: dict[str, Path] = {}
         self._settings = SettingsReader()
@@ -176,25 +171,12 @@ class FileStorage:
     @contextlib.contextmanager
     def locked(self, user_id: str) -> Iterator[Path]:
         """Hold the user's lock (threads of this process and other processes)."""
-        d = self.user_dir(user_id)
-        known = self._lock_keys.get(user_id)
-        if known is None:
-            d = self.ensure_user_dir(user_id)
-            known = self._lock_keys[user_id] = (str(d.resolve()), str(d / LOCK_NAME))
-        key, lock_path = known
-        with _thread_locks_guard:
-            tlock = _thread_locks.setdefault(key, threading.Lock())
-        with tlock:
-            try:
-                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-            except FileNotFoundError:  # the directory was removed from outside
-                self.ensure_user_dir(user_id)
-                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                yield d
-            finally:
-                os.close(fd)
+        with self._locks.locked(user_id):
+            yield self.user_dir(user_id)
+
+    def lock_is_free(self, user_id: str) -> bool:
+        """Whether nobody holds the user's lock at this moment (a hint: it is not taken)."""
+        return self._locks.is_free(user_id)
 
     # -- queries ---------------------------------------------------------------------------
     def user_exists(self, user_id: str) -> bool:
