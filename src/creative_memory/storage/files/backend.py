@@ -22,7 +22,7 @@ import contextlib
 import os
 import re
 import secrets
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -127,11 +127,11 @@ class FileStorage:
         self, user_id: str, generation: str, key: str, state: bytes, snapshot: bytes
     ) -> bool:
         """Store a derived state and the snapshot while the generation is unchanged."""
-        with self.locked(user_id) as d:
+        with self.locked(user_id):
             if self.generation(user_id) != generation:
                 return False
             self._cache(user_id).put(key, state)
-            atomic_write(d / SNAPSHOT_NAME, snapshot)
+            atomic_write(self.user_dir(user_id) / SNAPSHOT_NAME, snapshot)
             return True
 
     def _purge_derived(self, user_id: str) -> None:
@@ -168,11 +168,9 @@ class FileStorage:
         make_private_dir(d)
         return d
 
-    @contextlib.contextmanager
-    def locked(self, user_id: str) -> Iterator[Path]:
+    def locked(self, user_id: str) -> contextlib.AbstractContextManager[None]:
         """Hold the user's lock (threads of this process and other processes)."""
-        with self._locks.locked(user_id):
-            yield self.user_dir(user_id)
+        return self._locks.locked(user_id)
 
     def lock_is_free(self, user_id: str) -> bool:
         """Whether nobody holds the user's lock at this moment (a hint: it is not taken)."""

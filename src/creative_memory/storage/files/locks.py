@@ -8,7 +8,7 @@ import contextlib
 import fcntl
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 LOCK_NAME = ".lock"
@@ -26,21 +26,10 @@ class UserLocks:
         self._ensure_dir = ensure_dir
         self._known: dict[str, tuple[threading.Lock, str]] = {}  # user → (lock, lock path)
 
-    @contextlib.contextmanager
-    def locked(self, user_id: str) -> Iterator[None]:
+    def locked(self, user_id: str) -> contextlib.AbstractContextManager[None]:
         """Hold the user's lock (threads of this process and other processes)."""
         tlock, lock_path = self._lock_of(user_id)
-        with tlock:
-            try:
-                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-            except FileNotFoundError:  # the directory was removed from outside
-                self._ensure_dir(user_id)
-                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                yield
-            finally:
-                os.close(fd)
+        return _Held(tlock, lock_path, lambda: self._ensure_dir(user_id))
 
     def is_free(self, user_id: str) -> bool:
         """Whether nobody — no thread of this process, no other process — holds the user's
@@ -71,3 +60,38 @@ class UserLocks:
                 tlock = _thread_locks.setdefault(str(d.resolve()), threading.Lock())
             known = self._known[user_id] = (tlock, str(d / LOCK_NAME))
         return known
+
+
+class _Held:
+    """One holding of a user's lock: the thread lock, then ``flock`` on the lock file (a
+    class rather than a generator: it is entered on every append)."""
+
+    __slots__ = ("_ensure", "_fd", "_path", "_tlock")
+
+    def __init__(self, tlock: threading.Lock, path: str, ensure: Callable[[], object]) -> None:
+        self._tlock, self._path, self._ensure = tlock, path, ensure
+        self._fd = -1
+
+    def __enter__(self) -> None:
+        self._tlock.acquire()
+        try:
+            try:
+                fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
+            except FileNotFoundError:  # the directory was removed from outside
+                self._ensure()
+                fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except BaseException:
+                os.close(fd)
+                raise
+        except BaseException:
+            self._tlock.release()
+            raise
+        self._fd = fd
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            os.close(self._fd)  # releases the flock
+        finally:
+            self._tlock.release()
