@@ -1188,3 +1188,53 @@ def test_token_defaults_to_the_running_single_user_daemons_user(tmp_path: Path) 
     assert files.read_tokens() == {tok: "carol"}
     other = runner.invoke(cli, ["token", "--data-dir", str(root), "--user", "dave"])
     assert files.read_tokens()[other.output.strip()] == "dave"
+
+
+def test_the_hot_paths_answer_as_starlette_would(
+    api: Api,
+    daemon: InProcess,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """POST /api/v1/events and /api/v1/prompt (every method) skip Starlette's router and its
+    exception layers (http/app.py, HotRoutes): the same answers, headers, errors and logs."""
+    from creative_memory.http.app import HotRoutes
+
+    hot = daemon.app.app
+    while not isinstance(hot, HotRoutes):  # the middleware stack, innermost last
+        hot = hot.app  # type: ignore[attr-defined]
+    assert sorted(hot.hot) == [
+        ("GET", "/api/v1/prompt"), ("HEAD", "/api/v1/prompt"), ("POST", "/api/v1/events"),
+        ("POST", "/api/v1/prompt"),
+    ]  # fmt: skip
+    served: list[str] = []
+    starlette = hot.app
+
+    async def seen(scope: Any, receive: Any, send: Any) -> None:
+        served.append(f"{scope['method']} {scope['path']}")
+        await starlette(scope, receive, send)
+
+    monkeypatch.setattr(hot, "app", seen)
+    r = api.get("/api/v1/prompt")
+    assert r.status_code == 200 and r.headers["x-content-type-options"] == "nosniff"
+    assert_problem(api.get("/api/v1/prompt", headers={"Authorization": "Bearer nope"}), 401)
+    assert api.head("/api/v1/prompt").status_code == 200
+    assert_problem(api.post("/api/v1/events", content=b"{"), 400)
+    text = {"Content-Type": "text/plain"}
+    assert_problem(api.post("/api/v1/events", content=b"x", headers=text), 415)
+    assert served == []  # none of them reached Starlette
+    assert_problem(api.put("/api/v1/events", json={}), 405)
+    assert served == ["PUT /api/v1/events"]  # another method: Starlette, with its Allow
+
+    def bug(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a genuine bug")
+
+    monkeypatch.setattr(daemon.daemon.service, "prompt", bug)
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger="creative_memory.http"):
+        body = assert_problem(api.get("/api/v1/prompt"), 500)
+    logged = [r for r in caplog.records if getattr(r, "fields", {}).get("correlation_id")]
+    assert logged[0].fields["path"] == "/api/v1/prompt"  # type: ignore[attr-defined]
+    assert body["correlation_id"] == logged[0].fields["correlation_id"]  # type: ignore[attr-defined]
+    assert "a genuine bug" not in body["detail"]
+    assert served == ["PUT /api/v1/events"]

@@ -84,9 +84,44 @@ def create_app(config: DaemonConfig, *, store: MemoryStore | None = None) -> Dae
         lifespan=lifespan,
     )
     starlette.state.daemon = daemon
-    limited = BodyLimit(starlette, config.max_body_bytes, {IMPORT_PATH: config.max_import_bytes})
+    hot = HotRoutes(starlette)
+    limited = BodyLimit(hot, config.max_body_bytes, {IMPORT_PATH: config.max_import_bytes})
     stack = ErrorBoundary(RequestLog(SecurityHeaders(HostGuard(limited, daemon.hosts))))
     return DaemonApp(stack, daemon)
+
+
+class HotRoutes:
+    """Innermost: a request for one of the :data:`HOT_PATHS` goes straight to its route's
+    endpoint and the one exception handler, past Starlette's two exception layers and its
+    router (about a tenth of the daemon's CPU per request: docs/performance.md, "Where the
+    goals stand (fourth pass)"); what Starlette would add to the scope for it is added
+    here. Every other request, and every other method of these paths (a 405 lists the
+    allowed ones), goes to Starlette."""
+
+    def __init__(self, app: Starlette) -> None:
+        self.app: ASGIApp = app
+        self.starlette = app
+        self.hot: dict[tuple[str, str], tuple[Route, Endpoint]] = {}
+        for route in app.routes:
+            if isinstance(route, Route) and route.path in HOT_PATHS:
+                for method in route.methods or ():
+                    self.hot[method, route.path] = (route, route.endpoint)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve a hot path here, anything else through Starlette."""
+        hit = self.hot.get((scope.get("method", ""), scope.get("path", "")))
+        if hit is None or scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        route, endpoint = hit
+        scope["app"], scope["router"] = self.starlette, self.starlette.router
+        scope["route"], scope["endpoint"], scope["path_params"] = route, endpoint, {}
+        request = Request(scope, receive, send)
+        try:
+            response = await endpoint(request)
+        except Exception as exc:  # what Starlette's handlers do: answer with the problem
+            response = await on_error(request, exc)
+        await response(scope, receive, send)
 
 
 def _routes(ops: Sequence[Operation]) -> list[Route]:
