@@ -62,9 +62,25 @@ def try_parse_ts(text: str) -> int | None:
     ``±HH:MM``. No zone means UTC. Only the first three fraction digits count.
     ``T24:00`` (with zero seconds and fraction) means the next midnight.
     """
+    ms = _PARSED.get(text, _UNSEEN)
+    if ms is not _UNSEEN:
+        return ms  # type: ignore[return-value]
     if (len(text) == 20 or len(text) == 24) and _COMMON_RE.fullmatch(text):
-        return _parse_common(text)
-    return _parse_grammar(text)
+        ms = _parse_common(text)
+    else:
+        ms = _parse_grammar(text)
+    if len(_PARSED) >= _PARSED_MAX:
+        _PARSED.clear()
+    _PARSED[text] = ms
+    return ms
+
+
+#: The last timestamps :func:`try_parse_ts` read and what it made of them: an ingested
+#: event's timestamp is read at the capture boundary, by the adapter and by the engine's
+#: event builder, each of which must validate what it is given.
+_PARSED: dict[str, int | None] = {}
+_PARSED_MAX = 512
+_UNSEEN = object()
 
 
 def _parse_common(text: str) -> int | None:
@@ -134,12 +150,21 @@ def parse_ts(text: object, field: str = "timestamp") -> int:
 def format_ts(ms: int) -> str:
     """``YYYY-MM-DDTHH:MM:SS.mmmZ`` in UTC (JS ``toISOString``)."""
     days, rem = divmod(ms, MS_PER_DAY)
-    y, mo, d = _civil_from_days(days)
+    date = _DATES.get(days)
+    if date is None:
+        y, mo, d = _civil_from_days(days)
+        ys = f"{y:04d}" if 0 <= y <= 9999 else f"{'+' if y > 0 else '-'}{abs(y):06d}"
+        date = f"{ys}-{mo:02d}-{d:02d}T"
+        if len(_DATES) >= 4096:
+            _DATES.clear()
+        _DATES[days] = date
     secs, millis = divmod(rem, 1000)
     h, secs = divmod(secs, 3600)
     mi, s = divmod(secs, 60)
-    ys = f"{y:04d}" if 0 <= y <= 9999 else f"{'+' if y > 0 else '-'}{abs(y):06d}"
-    return f"{ys}-{mo:02d}-{d:02d}T{h:02d}:{mi:02d}:{s:02d}.{millis:03d}Z"
+    return f"{date}{h:02d}:{mi:02d}:{s:02d}.{millis:03d}Z"
+
+
+_DATES: dict[int, str] = {}  # days since the epoch → "YYYY-MM-DDT" (format_ts)
 
 
 _DATE_SHIFT_CACHE: dict[tuple[str, int], str] = {}
