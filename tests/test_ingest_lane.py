@@ -24,6 +24,7 @@ import pytest
 from creative_memory import MemoryStore
 from creative_memory.app.lane import (
     LOOP_BATCH_EVENTS,
+    LOOP_TURNS,
     MULTI_USER_LANES,
     IngestLane,
     IngestLanes,
@@ -306,7 +307,7 @@ def test_a_user_held_up_in_one_lane_does_not_hold_up_a_user_of_another(tmp_path:
     store.close()
 
 
-def test_calls_of_one_loop_step_run_on_the_loop_as_one_batch(
+def test_calls_of_a_few_loop_turns_run_on_the_loop_as_one_batch(
     tmp_path: Path, log_fsyncs: list[int]
 ) -> None:
     store = MemoryStore(tmp_path)
@@ -324,9 +325,11 @@ def test_calls_of_one_loop_step_run_on_the_loop_as_one_batch(
         return i
 
     async def main() -> list[Any]:
-        return await asyncio.gather(
-            *(lanes.run(U, lambda i=i: call(i)) for i in range(10)), return_exceptions=True
-        )
+        first = [asyncio.ensure_future(lanes.run(U, lambda i=i: call(i))) for i in range(5)]
+        for _ in range(LOOP_TURNS - 1):  # calls made a turn or two later join the batch
+            await asyncio.sleep(0)
+        rest = [lanes.run(U, lambda i=i: call(i)) for i in range(5, 10)]
+        return await asyncio.gather(*first, *rest, return_exceptions=True)
 
     results = asyncio.run(main())
     assert results[:3] == [0, 1, 2] and results[4:] == list(range(4, 10))

@@ -17,12 +17,12 @@ A store without deferred sync (PostgreSQL) runs each call on its own, one after 
 the daemon keeps its thread pool for such a store instead (docs/daemon.md).
 
 A call that names its user (the daemon's) runs on the event loop itself when it can run
-there without waiting: the calls that arrive in one step of the loop form a batch, run the
-same way right there — no thread, no hand-off of the interpreter lock, one fsync — as
-long as the lane's thread has nothing queued or running (order), the batch holds at most
-:data:`LOOP_BATCH_EVENTS` events, and nobody holds the lock of any of its users (a
-rewrite: a forget, a reset, an import, a write-back, another process). Otherwise the batch
-goes to the thread, where it may wait.
+there without waiting: the calls made within :data:`LOOP_TURNS` turns of the loop form a
+batch, run the same way right there — no thread, no hand-off of the interpreter lock, one
+fsync — as long as the lane's thread has nothing queued or running (order), the batch
+holds at most :data:`LOOP_BATCH_EVENTS` events, and nobody holds the lock of any of its
+users (a rewrite: a forget, a reset, an import, a write-back, another process).
+Otherwise the batch goes to the thread, where it may wait.
 """
 
 from __future__ import annotations
@@ -41,6 +41,13 @@ T = TypeVar("T")
 
 #: How many lanes a daemon serving several users runs (:class:`IngestLanes`).
 MULTI_USER_LANES: Final = 8
+
+#: How many turns of the event loop a batch waits for calls after its first one. Each turn
+#: reads the sockets that became readable meanwhile: the clients answered last, whose
+#: requests arrive while the loop sends the other answers, join the batch instead of
+#: making the next one (with 16 clients: batches about twice as large, fewer fsyncs, and
+#: fewer distinct states for reads to derive: docs/performance.md).
+LOOP_TURNS: Final = 3
 
 #: The most events a batch may hold to run on the event loop (larger ones run in the
 #: lane's thread, so that a bulk request does not hold up the daemon's reads): at ~0.15 ms
@@ -90,8 +97,8 @@ class IngestLane:
         ``fn`` raised, or the batch's ``StorageError``. ``RuntimeError`` once closed.
 
         A call naming the ``user`` whose log it appends to (and how many ``events``) may
-        run on this event loop, in a batch with the others of this loop step (module
-        docstring); ``fn`` must then not wait for anything but that user's lock."""
+        run on this event loop, in a batch with the others made within a few turns of it
+        (module docstring); ``fn`` must then not wait for anything but that user's lock."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         call = _Call(fn, loop, future, user, events)
@@ -103,7 +110,7 @@ class IngestLane:
             batch = self._here.get(loop)
             if batch is None:
                 batch = self._here[loop] = []
-                loop.call_soon(self._run_here, loop)
+                loop.call_soon(self._run_here, loop, LOOP_TURNS)
             batch.append(call)
         return await future
 
@@ -132,9 +139,12 @@ class IngestLane:
             self._queue.extend(calls)
             self._cond.notify()
 
-    def _run_here(self, loop: asyncio.AbstractEventLoop) -> None:
-        """The calls of this loop step: run them here if none of them may wait, else queue
-        them for the thread (the module docstring names the conditions)."""
+    def _run_here(self, loop: asyncio.AbstractEventLoop, turns: int) -> None:
+        """After ``turns`` more turns of the loop, the calls made meanwhile: run them here
+        if none of them may wait, else queue them for the thread (module docstring)."""
+        if turns > 1:
+            loop.call_soon(self._run_here, loop, turns - 1)
+            return
         batch = self._here.pop(loop)
         free = self._free
         assert free is not None
