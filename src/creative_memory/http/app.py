@@ -94,9 +94,9 @@ class HotRoutes:
     """Innermost: a request for one of the :data:`HOT_PATHS` goes straight to its route's
     endpoint and the one exception handler, past Starlette's two exception layers and its
     router (about a tenth of the daemon's CPU per request: docs/performance.md, "Where the
-    goals stand (fourth pass)"); what Starlette would add to the scope for it is added
-    here. Every other request, and every other method of these paths (a 405 lists the
-    allowed ones), goes to Starlette."""
+    goals stand (fourth pass, 2026-12-03 evening)"); what Starlette would add to the scope
+    for it is added here. Every other request, and every other method of these paths (a
+    405 lists the allowed ones), goes to Starlette."""
 
     def __init__(self, app: Starlette) -> None:
         self.app: ASGIApp = app
