@@ -482,3 +482,33 @@ def test_a_lane_closed_by_a_shutdown_meanwhile_answers_503(
         assert r.status_code == 503, r.text
         assert r.headers["content-type"].startswith("application/problem+json")
         d.daemon.closed = False
+
+
+def test_the_lock_probe_creates_nothing_and_sees_holders_in_other_processes(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+    import sys
+
+    storage = FileStorage(tmp_path)
+    assert storage.lock_is_free("nobody") and not (tmp_path / "nobody").exists()
+    storage.ensure_user_dir(U)
+    assert storage.lock_is_free(U)
+    holder = subprocess.Popen(  # another process holds the user's lock until stdin closes
+        [sys.executable, "-c",
+         "import sys; from creative_memory.storage import FileStorage\n"
+         f"with FileStorage(sys.argv[1]).locked({U!r}):\n"
+         "    print('held', flush=True); sys.stdin.read()", str(tmp_path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        assert not storage.lock_is_free(U)
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(10)
+    assert storage.lock_is_free(U)
+    with storage.locked(U):  # a thread of this process
+        assert not storage.lock_is_free(U)
+        assert not FileStorage(tmp_path).lock_is_free(U)  # the same directory, another object

@@ -80,7 +80,7 @@ class FileStorage:
         self.root = Path(root)
         self.cache_capacity = cache_capacity
         self._caches: dict[str, FileDerivationCache] = {}
-        self._locks = UserLocks(self.ensure_user_dir)
+        self._locks = UserLocks(self.user_dir)
         self._log_paths: dict[str, Path] = {}
         self._settings_paths: dict[str, Path] = {}
         self._settings = SettingsReader()

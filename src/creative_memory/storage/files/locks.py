@@ -11,6 +11,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from creative_memory.storage.files.fsutil import make_private_dir
+
 LOCK_NAME = ".lock"
 
 # one thread lock per resolved user directory, shared by every FileStorage of the process
@@ -19,22 +21,25 @@ _thread_locks_guard = threading.Lock()
 
 
 class UserLocks:
-    """The locks of the users under one root; ``ensure_dir(user)`` creates (0700) and
-    returns a user's directory."""
+    """The locks of the users under one root; ``user_dir(user)`` is a user's directory
+    (created, 0700, when a lock is taken)."""
 
-    def __init__(self, ensure_dir: Callable[[str], Path]) -> None:
-        self._ensure_dir = ensure_dir
+    def __init__(self, user_dir: Callable[[str], Path]) -> None:
+        self._user_dir = user_dir
         self._known: dict[str, tuple[threading.Lock, str]] = {}  # user → (lock, lock path)
 
     def locked(self, user_id: str) -> contextlib.AbstractContextManager[None]:
         """Hold the user's lock (threads of this process and other processes)."""
         tlock, lock_path = self._lock_of(user_id)
-        return _Held(tlock, lock_path, lambda: self._ensure_dir(user_id))
+        return _Held(tlock, lock_path, lambda: make_private_dir(self._user_dir(user_id)))
 
     def is_free(self, user_id: str) -> bool:
         """Whether nobody — no thread of this process, no other process — holds the user's
         lock at this moment: a hint for a caller that must not wait (docs/daemon.md, "The
-        ingest lane"); the lock is not kept, so it may be taken right after."""
+        ingest lane"); the lock is not kept, so it may be taken right after. Creates
+        nothing: a user without a directory has nobody holding their lock."""
+        if user_id not in self._known and not os.path.isdir(self._user_dir(user_id)):
+            return True
         tlock, lock_path = self._lock_of(user_id)
         if not tlock.acquire(blocking=False):
             return False
@@ -55,7 +60,8 @@ class UserLocks:
     def _lock_of(self, user_id: str) -> tuple[threading.Lock, str]:
         known = self._known.get(user_id)
         if known is None:
-            d = self._ensure_dir(user_id)
+            d = self._user_dir(user_id)
+            make_private_dir(d)
             with _thread_locks_guard:
                 tlock = _thread_locks.setdefault(str(d.resolve()), threading.Lock())
             known = self._known[user_id] = (tlock, str(d / LOCK_NAME))
