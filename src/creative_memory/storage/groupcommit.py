@@ -30,7 +30,7 @@ class _Waiter(Generic[P]):
 
     def __init__(self, payload: P) -> None:
         self.payload = payload
-        self.done = threading.Event()
+        self.done: threading.Event | None = None  # a follower's: set when it may go on
         self.lead = False
         self.result: Appended | None = None
         self.error: BaseException | None = None
@@ -62,8 +62,9 @@ class GroupCommit(Generic[K, P]):
                 self._queues[key] = []
                 me.lead = True
             else:
+                me.done = threading.Event()
                 queue.append(me)
-        if not me.lead:
+        if me.done is not None:
             me.done.wait()
         if me.lead:
             self._lead(key, me)
@@ -90,8 +91,10 @@ class GroupCommit(Generic[K, P]):
                 else:
                     successor.lead = True
             for w in batch[1:]:
+                assert w.done is not None
                 w.done.set()
             if successor is not None:
+                assert successor.done is not None
                 successor.done.set()
 
     def _write(self, key: K, batch: list[_Waiter[P]]) -> None:
