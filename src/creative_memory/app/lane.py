@@ -1,5 +1,6 @@
-"""The ingest lane (docs/daemon.md, "The ingest lane"): one thread that runs a long-lived
-host's ingest calls in arrival order, in batches that share their durability.
+"""The ingest lane (docs/daemon.md, "The ingest lane"): runs a long-lived host's ingest
+calls in arrival order, in batches that share their durability — on the event loop when
+nothing can make a batch wait, else in the lane's thread.
 
 A host with many concurrent writers (the daemon's ``POST /api/v1/events``) hands each call
 to :meth:`IngestLane.run` instead of a thread pool. The lane's thread takes every call
@@ -73,7 +74,8 @@ class _Call(Generic[T]):
 
 
 class IngestLane:
-    """Runs calls in one thread, in arrival order, a batch at a time (module docstring)."""
+    """Runs calls in arrival order, a batch at a time, on the event loop or in the lane's
+    thread (module docstring)."""
 
     def __init__(self, store: MemoryStore) -> None:
         storage = store._storage
@@ -98,7 +100,8 @@ class IngestLane:
 
         A call naming the ``user`` whose log it appends to (and how many ``events``) may
         run on this event loop, in a batch with the others made within a few turns of it
-        (module docstring); ``fn`` must then not wait for anything but that user's lock."""
+        (module docstring); ``fn`` must then not wait long for anything but that user's lock
+        (the daemon's ingest waits at most for another delivery of the same artifact)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         call = _Call(fn, loop, future, user, events)
