@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from typing import Any, Final, TypeVar
 
+from creative_memory.app.hosting import is_local, reads_current
 from creative_memory.app.lane import MULTI_USER_LANES, IngestLanes
 from creative_memory.app.service import MemoryService
 from creative_memory.app.store import MemoryStore
@@ -21,7 +22,6 @@ from creative_memory.engine.events import validate_user_id
 from creative_memory.http.auth import Authenticator, DaemonFiles
 from creative_memory.http.config import DaemonConfig, allowed_host_headers, check_derivation
 from creative_memory.http.jsonlog import log_event
-from creative_memory.storage import FileStorage
 
 T = TypeVar("T")
 
@@ -67,7 +67,7 @@ class Daemon:
         base = resources.files("creative_memory.http") / "web"
         self.web = {name: (base / name).read_bytes() for name in WEB_FILES}
         self.openapi: dict[str, Any] = {}
-        self.local = isinstance(self.store._storage, FileStorage)  # no network round trips
+        self.local = is_local(self.store)  # no network round trips
         self.executor = ThreadPoolExecutor(THREADS, thread_name_prefix="creative-memory-http")
         # ingestion on the file store: a thread per lane, batches sharing an fsync
         # (app/lane.py); a database keeps the pool, whose transactions it groups itself
@@ -97,16 +97,9 @@ class Daemon:
         return await self.run(fn, *args)
 
     def warm(self, user: str) -> bool:
-        """Whether the store's published read-only state of ``user`` (app/derived.py)
-        reflects the whole log: one settings read and one ``read_events`` from its end,
-        which the file store answers with a ``stat``; a database is never asked from the
-        event loop. ``False`` whenever that cannot be told."""
-        if not self.local:
-            return False
-        try:
-            return self.store._states_of(user).published_current(user)
-        except Exception:  # judged (and reported) by the read itself, in a thread
-            return False
+        """Whether a read of ``user``'s present finds their derived state current, so it
+        may run on the event loop (:func:`~creative_memory.app.hosting.reads_current`)."""
+        return reads_current(self.store, user)
 
     def timed(self, operation: str, user: str, project_id: str | None, fn: Callable[[], T]) -> T:
         """``fn()``, with a ``slow_retrieval`` warning when it takes over the alarm."""
