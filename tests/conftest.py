@@ -4,6 +4,7 @@ import contextlib
 import gzip
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -153,3 +154,24 @@ def apply_counter(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
         monkeypatch.setattr(cls, "fold", counting_fold(cls))
     monkeypatch.setattr(DerivedStateV1, "folding", counting_folding(DerivedStateV1))
     yield count
+
+
+@contextlib.contextmanager
+def held_elsewhere(lock: contextlib.AbstractContextManager[Any]) -> Iterator[threading.Event]:
+    """Hold ``lock`` in another thread while the block runs, or until the block sets the
+    event it is given."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            held.set()
+            release.wait(10)
+
+    th = threading.Thread(target=hold)
+    th.start()
+    assert held.wait(10)
+    try:
+        yield release
+    finally:
+        release.set()
+        th.join()

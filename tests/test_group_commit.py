@@ -13,7 +13,6 @@ docs/architecture.md, "Concurrency").
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import itertools
 import os
@@ -21,7 +20,7 @@ import random
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,7 @@ from creative_memory.engine.retrieval import retrieve_state
 from creative_memory.engine.scope import select_records
 from creative_memory.storage import FileStorage
 from creative_memory.storage.base import Appended
-from tests.conftest import ManualClock, tag
+from tests.conftest import ManualClock, held_elsewhere, tag
 from tests.test_storage_durability import assert_log_sound
 
 U = "gc_user"
@@ -306,33 +305,13 @@ def test_the_published_copy_reads_like_the_state(tmp_path: Path, version: str) -
     assert [r.to_dict() for r in view.all_records()] == before
 
 
-@contextlib.contextmanager
-def held_elsewhere(store: MemoryStore) -> Iterator[None]:
-    """Hold the user's lock in another thread while the block runs."""
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with store._locked(U):
-            held.set()
-            release.wait(10)
-
-    th = threading.Thread(target=hold)
-    th.start()
-    assert held.wait(10)
-    try:
-        yield
-    finally:
-        release.set()
-        th.join()
-
-
 def test_warm_reads_take_no_lock_until_the_log_moves(tmp_path: Path) -> None:
     store = MemoryStore(tmp_path / "mem", derivation_version="3")
     mixed_events(store)
     expected = store.retrieve_for_injection(U).to_dict()
     store.retrieve_for_injection(U)
     store.retrieve_for_injection(U)  # the second read in a row without news publishes
-    with held_elsewhere(store):
+    with held_elsewhere(store._locked(U)):
         out: list[Any] = []
         reader = threading.Thread(target=lambda: out.append(store.retrieve_for_injection(U)))
         reader.start()
@@ -352,7 +331,7 @@ def test_appends_without_records_do_not_wait_for_a_deriving_read(tmp_path: Path)
     store = MemoryStore(tmp_path / "mem", derivation_version="1")
     mixed_events(store)
     store.list_preferences(U)
-    with held_elsewhere(store):
+    with held_elsewhere(store._locked(U)):
         writer = threading.Thread(
             target=lambda: store.ingest_signals(U, [tag("while_held")], records=False)
         )
@@ -431,7 +410,7 @@ def test_only_a_contended_or_repeated_read_publishes_a_copy(tmp_path: Path) -> N
     store.ingest_signal(U, tag("newer"))  # a change (folded by the append itself)
     store.retrieve_for_injection(U)
     assert U not in states.published
-    with held_elsewhere(store):  # a reader that has to wait for the lock
+    with held_elsewhere(store._locked(U)):  # a reader that has to wait for the lock
         reader = threading.Thread(target=lambda: store.retrieve_for_injection(U))
         reader.start()
         reader.join(0.2)

@@ -13,6 +13,7 @@ docs/storage.md, "One fsync for a batch").
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import threading
 from pathlib import Path
@@ -33,7 +34,7 @@ from creative_memory.engine.errors import StorageError
 from creative_memory.http import DaemonConfig, ThreadedDaemon
 from creative_memory.storage import FileStorage
 from creative_memory.storage.files import deferred
-from tests.conftest import tag
+from tests.conftest import held_elsewhere, tag
 from tests.test_storage_durability import assert_log_sound
 
 U = "lane_user"
@@ -250,22 +251,6 @@ def test_a_store_without_deferred_sync_runs_calls_one_by_one() -> None:
     assert lane.close(5)
 
 
-def hold_lock(storage: FileStorage, user: str) -> tuple[threading.Thread, threading.Event]:
-    """Another thread holds ``user``'s lock (as a rewrite of their log does) until the
-    returned event is set."""
-    holding, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with storage.locked(user):
-            holding.set()
-            release.wait(10)
-
-    t = threading.Thread(target=hold)
-    t.start()
-    assert holding.wait(5)
-    return t, release
-
-
 def ingest(store: MemoryStore, user: str, start: int = 0) -> Any:
     return lambda: store.ingest_signals(user, signals(1, start), records=False)
 
@@ -278,9 +263,8 @@ def test_a_user_held_up_in_one_lane_does_not_hold_up_a_user_of_another(tmp_path:
     slow = users[0]
     other = next(u for u in users if lanes.of(u) is not lanes.of(slow))
     same = next(u for u in users[1:] if lanes.of(u) is lanes.of(slow))
-    t, release = hold_lock(store._storage, slow)
 
-    async def main() -> list[str]:
+    async def main(release: threading.Event) -> list[str]:
         done: list[str] = []
 
         async def call(user: str, fn: Any) -> None:
@@ -292,12 +276,11 @@ def test_a_user_held_up_in_one_lane_does_not_hold_up_a_user_of_another(tmp_path:
         await asyncio.wait_for(call(other, ingest(store, other)), 5)  # not behind the held call
         assert done == [other] and not behind.done()
         release.set()
-        await gather(held, behind)
+        await asyncio.gather(held, behind)
         return done
 
-    gather = asyncio.gather
-    assert asyncio.run(main()) == [other, slow, same]  # one lane keeps arrival order
-    t.join()
+    with held_elsewhere(store._storage.locked(slow)) as release:  # a rewrite of their log
+        assert asyncio.run(main(release)) == [other, slow, same]  # a lane keeps arrival order
     assert lanes.close(5)
     assert sum(lane.calls for lane in lanes.lanes) == 3
     assert lanes.of(other).on_loop == 1 and lanes.of(other)._thread is None  # on the loop
@@ -321,14 +304,14 @@ def test_calls_of_a_few_loop_turns_run_on_the_loop_as_one_batch(
         if i == 3:
             raise ValueError("call 3 is bad")
         store.ingest_signals(U, signals(1, i), records=False)
-        assert store._storage.event_count(U) == 1  # type: ignore[attr-defined]  # not yet durable
+        assert store._storage.event_count(U) == 1  # not yet durable
         return i
 
     async def main() -> list[Any]:
-        first = [asyncio.ensure_future(lanes.run(U, lambda i=i: call(i))) for i in range(5)]
+        first = [asyncio.ensure_future(lanes.run(U, functools.partial(call, i))) for i in range(5)]
         for _ in range(LOOP_TURNS - 1):  # calls made a turn or two later join the batch
             await asyncio.sleep(0)
-        rest = [lanes.run(U, lambda i=i: call(i)) for i in range(5, 10)]
+        rest = [lanes.run(U, functools.partial(call, i)) for i in range(5, 10)]
         return await asyncio.gather(*first, *rest, return_exceptions=True)
 
     results = asyncio.run(main())
@@ -350,20 +333,18 @@ def test_a_held_lock_sends_the_batch_to_the_thread_and_later_calls_follow_it(
     store = MemoryStore(tmp_path)
     assert isinstance(store._storage, FileStorage)
     lane = IngestLanes(store).of(U)
-    t, release = hold_lock(store._storage, U)
 
-    async def main() -> None:
+    async def main(release: threading.Event) -> None:
         first = asyncio.ensure_future(lane.run(ingest(store, U, 0), user=U))
         await asyncio.sleep(0.05)  # the batch went to the thread, which waits for the lock
         assert not first.done() and lane._thread is not None
         release.set()  # free now, but the thread still has the first call: order
         second = asyncio.ensure_future(lane.run(ingest(store, U, 1), user=U))
         await asyncio.gather(first, second)
-        third = await asyncio.gather(lane.run(ingest(store, U, 2), user=U))  # thread idle
-        assert third == [[None]]
+        assert await lane.run(ingest(store, U, 2), user=U) == [None]  # the thread is idle
 
-    asyncio.run(main())
-    t.join()
+    with held_elsewhere(store._storage.locked(U)) as release:
+        asyncio.run(main(release))
     assert lane.calls == 3 and lane.on_loop >= 1
     assert [e.artifact_id for e in assert_log_sound(tmp_path, U)] == ["a0", "a1", "a2"]
     assert lane.close(5)
