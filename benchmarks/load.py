@@ -15,7 +15,9 @@ Between 1 and 2 it times the first read of each project's block on its own: the 
 of what phase 1 appended (lazy, unless ``--derivation background`` did it already).
 
 It prints requests/s with p50/p99 (ms) per phase, the CPU seconds the client processes and
-the daemon used in the phase (so a client-bound run shows), counts errors (any non-2xx, a
+the daemon used in the phase (so a client-bound run shows), the raw fsync-append rate of the
+data dir's filesystem measured just before each daemon starts (the reference: one thread,
+an event-sized line, an fsync per write), counts errors (any non-2xx, a
 transport error, or an event the capture layer did not accept) and, after a graceful
 shutdown (SIGTERM), reopens the store and checks that every acknowledged event is in the
 user's event log. Exit status 0 only with zero errors and nothing missing.
@@ -48,6 +50,9 @@ sys.path.insert(0, str(ROOT / "src"))
 from creative_memory import MemoryStore  # noqa: E402
 from creative_memory.engine.events import SignalEvent  # noqa: E402
 from creative_memory.http import DaemonFiles  # noqa: E402
+from storage import raw_fsync_rate  # noqa: E402  (benchmarks/storage.py)
+
+RAW_WRITES = 2000  # fsync-appends of the raw reference (about half a second)
 
 PATTERNS = [f"pattern_{i:02d}" for i in range(24)]
 TYPES = ["color", "layout", "typography", "imagery"]
@@ -329,8 +334,16 @@ def run_version(version: str | None, args: argparse.Namespace, base: Path) -> di
     log_path = base / f"daemon-v{version or 'default'}.log"
     token = DaemonFiles(data_dir).token_for(USER)
     assert token is not None
+    # the reference, on the same filesystem in the same minute: one thread appending an
+    # event-sized line with an fsync after each (what one fsync per request would allow)
+    raw = raw_fsync_rate(base / "raw-fsync.jsonl", RAW_WRITES)
+    (base / "raw-fsync.jsonl").unlink()
     proc, port = start_daemon(data_dir, version, args, log_path)
-    results: dict[str, Any] = {"version": version or "default", "port": port}
+    results: dict[str, Any] = {
+        "version": version or "default",
+        "port": port,
+        "raw_fsync_lines_per_s": round(raw, 1),
+    }
     acknowledged: list[str] = []
     errors: list[str] = []
     n, k = args.clients, args.processes
@@ -432,6 +445,11 @@ def print_version(r: dict[str, Any], args: argparse.Namespace) -> None:
             f"p99 {p['p99_ms']:6.2f} ms" + cpu(p)
         )
         if name == "ingest":
+            raw = r["raw_fsync_lines_per_s"]
+            print(
+                f"  raw fsync-append rate on this filesystem just before: {raw:,.0f} lines/s "
+                f"(ingest / raw {p['requests_per_s'] / raw:.2f}: a batch shares one fsync)"
+            )
             print(f"  first reads after it (global, then each project): {firsts} ms")
     print(
         f"  mixed     ingest {m['ingest_requests_per_s']:.1f} req/s while retrieving: "

@@ -1140,6 +1140,7 @@ def test_load_benchmark_smoke(tmp_path: Path) -> None:
     out = json.loads(proc.stdout)
     assert out["errors"] == 0 and out["missing_events"] == 0
     assert out["acknowledged_events"] == out["stored_signal_events"] == 4 * 10 + 2 * 5
+    assert out["raw_fsync_lines_per_s"] > 0  # the reference, measured in the same run
 
 
 def test_storage_errors_and_bugs_are_500_problem_documents_with_a_correlation_id(
