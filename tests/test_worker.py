@@ -178,6 +178,43 @@ def test_a_burst_is_derived_once_and_reported(tmp_path: Path) -> None:
     assert not worker.notify(U) and not worker.status().running
 
 
+def test_a_user_is_derived_after_a_pause_or_after_the_longest_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from creative_memory.app import worker as module
+
+    store = MemoryStore(tmp_path, clock=ManualClock())
+    worker = DerivationWorker(store, coalesce_ms=20, max_wait_ms=100, start=False)
+    now = [1000.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: now[0])
+
+    def at(t_ms: float, *users: str) -> None:
+        now[0] = 1000.0 + t_ms / 1000
+        for user in users:
+            worker.notify(user)
+
+    def due() -> tuple[str, float]:
+        with worker._cond:
+            user, when = worker._due()
+        return user, round((when - 1000.0) * 1000, 6)
+
+    at(0, "a")
+    at(10, "a")  # the burst goes on: its pause moves
+    assert due() == ("a", 30.0)
+    at(12, "b")
+    assert due() == ("a", 30.0)  # b pauses until 32
+    at(25, "a")
+    assert due() == ("b", 32.0)
+    for t in range(30, 200, 10):  # a steady stream: a never pauses for 20 ms
+        at(t, "a")
+    assert due() == ("b", 32.0)
+    with worker._cond:
+        del worker._queue["b"]
+    assert due() == ("a", 100.0)  # derived 100 ms after its first notification anyway
+    assert worker.status_of("a").pending == 20  # one derivation for all of them
+    assert worker.close(10)
+
+
 def test_a_read_while_the_worker_derives_waits_for_it_and_gets_the_same(tmp_path: Path) -> None:
     """The worker holds the user's lock while it derives; a read in the meantime waits,
     then finds the state current (and equal to a store without a worker)."""

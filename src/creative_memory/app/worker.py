@@ -10,9 +10,10 @@ same bytes (docs/performance.md, "Daemon").
 After deriving it computes the retrievals a host asks for next — global memory and each
 project's (at most :data:`WARM_PROJECTS`), which the state memoises — so the first read
 after a batch finds its answer ready, not only the records. One thread. Notifications are
-coalesced per user: a user waits in the queue at most once,
-however many batches arrive before the worker gets to them, and the worker lets a burst
-settle for ``coalesce_ms`` before deriving. It holds user ids and counters only — never an
+coalesced per user: a user waits in the queue at most once, however many batches arrive
+before the worker gets to them, and the worker derives a user once their batches have
+paused for ``coalesce_ms`` — or, under a steady stream, ``max_wait_ms`` after the first
+batch it has not derived yet. It holds user ids and counters only — never an
 event or a pattern — and as an erasure listener it drops a user's queued derivation before
 a forget or reset rewrites the log (docs/architecture.md, "Erasure").
 """
@@ -30,8 +31,13 @@ from creative_memory.app.store import MemoryStore
 from creative_memory.engine.erasure import Erasure
 from creative_memory.engine.timeutil import format_ts
 
-#: How long a burst of batches for one user is left to settle before it is derived.
+#: How long a user's batches must pause (no new one) before the user is derived.
 DEFAULT_COALESCE_MS: Final = 20.0
+
+#: The longest a user waits for such a pause: under a steady stream of batches the user
+#: is derived this long after the first batch not yet derived (so the worker's fits take
+#: a bounded share of the interpreter lock the requests need: docs/performance.md).
+DEFAULT_MAX_WAIT_MS: Final = 250.0
 
 #: At most this many projects' retrievals are computed ahead of the first read.
 WARM_PROJECTS: Final = 16
@@ -72,8 +78,9 @@ class DerivationWorker:
     """Derives users' states in one background thread after :meth:`notify`.
 
     ``store`` is derived through its own refresh under its per-user lock (so the worker and
-    the readers never fold the same events twice); ``coalesce_ms`` is how long a burst is
-    left to settle; ``on_error`` is told of a derivation that failed (the next read will
+    the readers never fold the same events twice); ``coalesce_ms`` is the pause that ends a
+    burst, ``max_wait_ms`` the longest a user waits for one (at least ``coalesce_ms``);
+    ``on_error`` is told of a derivation that failed (the next read will
     try again, lazily). The worker registers itself as the store's erasure listener.
     """
 
@@ -82,14 +89,17 @@ class DerivationWorker:
         store: MemoryStore,
         *,
         coalesce_ms: float = DEFAULT_COALESCE_MS,
+        max_wait_ms: float = DEFAULT_MAX_WAIT_MS,
         on_error: ErrorReport | None = None,
         start: bool = True,
     ) -> None:
         self.store = store
         self.coalesce_s = max(0.0, coalesce_ms) / 1000
+        self.max_wait_s = max(self.coalesce_s, max_wait_ms / 1000)
         self.on_error = on_error
         self._cond = threading.Condition()
-        self._queue: dict[str, float] = {}  # user → monotonic time of the first notification
+        # user → monotonic times of the first and the last notification not yet derived
+        self._queue: dict[str, tuple[float, float]] = {}
         self._users: dict[str, UserDerivation] = {}
         self._busy: str | None = None
         self._closed = False
@@ -110,7 +120,9 @@ class DerivationWorker:
         with self._cond:
             if self._closed:
                 return False
-            self._queue.setdefault(user_id, time.monotonic())
+            now = time.monotonic()
+            first, _ = self._queue.get(user_id, (now, now))
+            self._queue[user_id] = (first, now)  # (stays in its place in the queue)
             user = self._user(user_id)
             user.queued = True
             user.pending += 1
@@ -221,12 +233,12 @@ class DerivationWorker:
                 self.on_error(user_id, error)
 
     def _next(self) -> str | None:
-        """The next user to derive (the longest waiting, once its burst has settled), or
-        ``None`` when closed and nothing is left. Called with the condition held."""
+        """The next user to derive (the first whose burst has paused, or waited its longest),
+        or ``None`` when closed and nothing is left. Called with the condition held."""
         while True:
             if self._queue:
-                user_id, first = next(iter(self._queue.items()))
-                wait = 0.0 if self._closed else first + self.coalesce_s - time.monotonic()
+                user_id, due = self._due()
+                wait = 0.0 if self._closed else due - time.monotonic()
                 if wait <= 0:
                     del self._queue[user_id]
                     return user_id
@@ -235,6 +247,18 @@ class DerivationWorker:
             if self._closed:
                 return None
             self._cond.wait()
+
+    def _due(self) -> tuple[str, float]:
+        """The queued user to derive first and when (monotonic): the earliest of each
+        user's pause (``coalesce_ms`` after their last notification) and longest wait
+        (``max_wait_ms`` after their first); ties go to the longest queued. The queue is
+        not empty; called with the condition held."""
+        due = {
+            user_id: min(last + self.coalesce_s, first + self.max_wait_s)
+            for user_id, (first, last) in self._queue.items()
+        }
+        user_id = min(due, key=due.__getitem__)
+        return user_id, due[user_id]
 
     def _derive(self, user_id: str) -> None:
         """Bring ``user_id``'s state up to date and write it back (the store's refresh,
@@ -278,6 +302,7 @@ def _copy(user: UserDerivation) -> UserDerivation:
 
 __all__ = [
     "DEFAULT_COALESCE_MS",
+    "DEFAULT_MAX_WAIT_MS",
     "DerivationWorker",
     "UserDerivation",
     "WorkerStatus",
