@@ -493,3 +493,37 @@ def test_the_lock_probe_creates_nothing_and_sees_holders_in_other_processes(
     with storage.locked(U):  # a thread of this process
         assert not storage.lock_is_free(U)
         assert not FileStorage(tmp_path).lock_is_free(U)  # the same directory, another object
+
+
+class Interrupted(BaseException):
+    """An interruption that is not an ``Exception`` (as KeyboardInterrupt is)."""
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # it ends
+@pytest.mark.parametrize("where", ["loop", "thread"])
+def test_an_interruption_answers_every_call_of_its_batch(tmp_path: Path, where: str) -> None:
+    store = MemoryStore(tmp_path)
+    lane = IngestLanes(store).of(U)
+    user = U if where == "loop" else None  # a call without its user runs in the thread
+
+    def interrupt() -> int:
+        raise Interrupted
+
+    async def main() -> list[Any]:
+        asyncio.get_running_loop().set_exception_handler(lambda loop, ctx: None)
+        calls = [lane.run(ingest(store, U, 0), user=user), lane.run(interrupt, user=user),
+                 lane.run(ingest(store, U, 1), user=user)]  # fmt: skip
+        return await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), 10)
+
+    def interrupted(r: object) -> bool:
+        return isinstance(r, RuntimeError) and "interrupted" in str(r)
+
+    results = asyncio.run(main())
+    assert interrupted(results[1])
+    if where == "loop":  # one batch: nothing of it is acknowledged
+        assert all(interrupted(r) for r in results)
+    else:  # one batch or several: each call answered (the thread that died is replaced)
+        assert all(r == [None] or interrupted(r) for r in results)
+        assert asyncio.run(asyncio.wait_for(lane.run(lambda: 7), 10)) == 7
+    assert lane.close(5)
+    store.close()

@@ -136,11 +136,15 @@ class IngestLane:
             if self._closed and not closed_too:
                 raise RuntimeError("the ingest lane is closed")
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._serve, name="creative-memory-lane")
-                self._thread.daemon = True
-                self._thread.start()
+                self._start_thread()
             self._queue.extend(calls)
             self._cond.notify()
+
+    def _start_thread(self) -> None:
+        """Start the lane's thread (with the condition held)."""
+        self._thread = threading.Thread(target=self._serve, name="creative-memory-lane")
+        self._thread.daemon = True
+        self._thread.start()
 
     def _run_here(self, loop: asyncio.AbstractEventLoop, turns: int) -> None:
         """After ``turns`` more turns of the loop, the calls made meanwhile: run them here
@@ -161,9 +165,11 @@ class IngestLane:
         if not here:
             self._to_thread(batch, closed_too=True)
             return
-        self._execute(batch)
         self.on_loop += 1
-        _answer(batch)
+        try:
+            self._execute(batch)
+        finally:  # (also after an interruption: every call is answered)
+            _answer(batch)
 
     def _serve(self) -> None:
         while True:
@@ -175,15 +181,25 @@ class IngestLane:
                 batch = list(self._queue)
                 self._queue.clear()
                 self._busy = True
-            self._execute(batch)
-            with self._cond:  # done: the calls after it may run on the loop (before answers)
+            interrupted: BaseException | None = None
+            try:
+                self._execute(batch)
+            except BaseException as exc:  # (not an Exception) it ends this thread, below
+                interrupted = exc
+            with self._cond:  # done: the calls after it may run on the loop
                 self._busy = False
+                if interrupted is not None:  # another thread serves what comes next
+                    self._thread = None
+                    if self._queue:
+                        self._start_thread()
             loops: dict[asyncio.AbstractEventLoop, list[_Call[Any]]] = {}
-            for call in batch:
+            for call in batch:  # every call is answered, also after an interruption
                 loops.setdefault(call.loop, []).append(call)
             for loop, calls in loops.items():  # one wake-up of each event loop per batch
                 with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits
                     loop.call_soon_threadsafe(_answer, calls)
+            if interrupted is not None:
+                raise interrupted
 
     def _execute(self, batch: list[_Call[Any]]) -> None:
         """Run ``batch`` in one deferred-sync block, each call's value or error kept."""
@@ -198,9 +214,15 @@ class IngestLane:
             for call in batch:
                 if call.error is None:
                     call.error = exc
-        with self._cond:
-            self.batches += 1
-            self.calls += len(batch)
+        except BaseException:  # an interruption (not an Exception): nothing acknowledged
+            for call in batch:
+                if call.error is None:
+                    call.error = RuntimeError("the ingest was interrupted")
+            raise
+        finally:
+            with self._cond:
+                self.batches += 1
+                self.calls += len(batch)
 
 
 class IngestLanes:
