@@ -20,8 +20,8 @@ from creative_memory import MemoryStore, build_prompt_block
 from creative_memory.engine.events import SignalEvent
 from creative_memory.engine.timeutil import format_ts
 from creative_memory.storage import FileStorage
-from tests.conftest import FIXTURES, ManualClock, tag
-from tests.test_conformance import SCENARIOS, load_scenario, replay
+from tests.conftest import FIXTURES, ManualClock, load_scenario, tag
+from tests.test_conformance import SCENARIOS, replay
 from tests.test_prototype_import import comparable
 
 if TYPE_CHECKING:

@@ -12,6 +12,7 @@ from creative_memory import MemoryStore, adapter
 from creative_memory.capture.layer import CaptureConfig, CaptureLayer, describe
 from creative_memory.engine.errors import StorageError
 from creative_memory.engine.events import RefinementEvent, SignalEvent
+from creative_memory.engine.models import Preference
 from creative_memory.engine.timeutil import parse_ts
 
 T0 = parse_ts("2025-03-01T10:00:00Z")
@@ -149,14 +150,16 @@ def test_a_storage_failure_on_flush_keeps_the_event_pending(mem: MemoryStore) ->
     calls: list[Mapping[str, Any]] = []
     fail = [True]
 
-    def flaky(store: MemoryStore, event: Mapping[str, Any], *, records: bool = True) -> list[Any]:
+    def flaky(
+        store: adapter.SignalSink, event: Mapping[str, Any], *, records: bool = True
+    ) -> list[Preference | None]:
         if fail[0]:
             fail[0] = False
             raise StorageError("disk full")
         calls.append(event)
         return []
 
-    handlers = dict(adapter.HANDLERS, artifact_edited_and_saved=flaky)
+    handlers: dict[str, adapter.Handler] = dict(adapter.HANDLERS, artifact_edited_and_saved=flaky)
     cap = CaptureLayer(mem, handlers=handlers)
     cap.submit(ev("artifact_edited_and_saved"), at(0))
     with pytest.raises(StorageError):

@@ -144,8 +144,8 @@ class Cli:
         self, *args: str, input: str | bytes | None = None, env: Mapping[str, str | None] = {}
     ) -> Result:
         """Run the real entry point (``python -m creative_memory.cli``) in a child process."""
-        full = {**self.env, **env}
-        full = {k: v for k, v in full.items() if v is not None}
+        merged = {**self.env, **env}
+        full = {k: v for k, v in merged.items() if v is not None}
         data = input.encode() if isinstance(input, str) else input
         proc = subprocess.run(
             [sys.executable, "-m", "creative_memory.cli", *args],
@@ -547,7 +547,7 @@ def test_inspect_schema_rejects_wrong_shapes() -> None:
         "polarity_status": "stable", "shadow_of": None, "derivation_version": "1",
         "source_event_count": 1, "last_derived_event_seq": 1,
     }  # fmt: skip
-    doc = {
+    doc: dict[str, Any] = {
         "user_id": "alice", "derivation_version": "1",
         "settings": {"memory_enabled": True, "paused": False, "paused_until": None,
                      "disabled_projects": [], "diagnostics_feed": False, "paused_now": False},

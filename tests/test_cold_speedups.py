@@ -14,6 +14,7 @@ import msgspec
 import pytest
 
 from creative_memory.engine.derivation.registry import new_state
+from creative_memory.engine.derivation.v1 import DerivedStateV1
 from creative_memory.engine.derivation.v2 import bulk
 from creative_memory.engine.derivation.v2.state import DerivedStateV2
 from creative_memory.engine.events import (
@@ -374,6 +375,7 @@ def test_version_1_fold_streamed_with_shadows_across_keys(seed: int) -> None:
 def fold_without_settling(events: list[Event]) -> bytes:
     """The state of version 1's inlined fold of ``events`` (failing) before it settles."""
     state = new_state("1")
+    assert isinstance(state, DerivedStateV1)
     with pytest.raises((ValueError, KeyError)):
         state._fold(events, {}, {})
     dumped: bytes = state.dump()

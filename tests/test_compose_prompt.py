@@ -462,7 +462,8 @@ def host(draw: st.DrawFn, shuffled: bool) -> list[Part]:
         first = parts[0]
         if draw(st.booleans()):
             parts[0] = Part(first.kind, "", first.text[len(first.sep) :])
-    if parts and draw(st.booleans()):
+    # `len(parts) > 0`, not `parts`: mypy would infer draw()'s type from the list
+    if len(parts) > 0 and draw(st.booleans()):
         last = parts[-1]
         parts[-1] = Part(last.kind, last.sep, last.text + "\n")
     return parts

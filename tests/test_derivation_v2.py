@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -316,10 +317,11 @@ def _shortfall_log(cramped_rejections: int) -> Log:
     3 times in 4; "cramped" is rejected every time."""
     log = Log()
     # (artifact prefix, listed features of the i-th artifact, accepted 1 time in 4?)
-    for prefix, listed, rarely_accepted in (
+    kinds: tuple[tuple[str, Callable[[int], list[F]], bool], ...] = (
         ("x", lambda i: [("layout", f"l{i % 5}"), ("mood", f"m{i % 4}")], True),
         ("y", lambda i: [("mood", f"m{i % 4}"), ("color", f"c{i % 3}")], False),
-    ):
+    )
+    for prefix, listed, rarely_accepted in kinds:
         for i in range(60):
             accepted = (i % 4 == 0) == rarely_accepted
             log.signal(

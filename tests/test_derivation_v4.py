@@ -145,7 +145,7 @@ def test_version_4_costs_what_version_3_costs() -> None:
     """The same fit (version 3's operator): at a vocabulary ten times larger the derivation
     of the same number of events costs about the same for both versions."""
     events = rich_history(3000, 400, seed=11)
-    times = {}
+    times: dict[str, list[float]] = {}
     for version in ("3", "4", "3", "4"):
         t0 = time.perf_counter()
         st = derive(events, version)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -344,13 +345,13 @@ def test_timestamps_normalised_utc(store: MemoryStore, clock: ManualClock) -> No
         assert r.decay_at == format_ts(parse_ts(norm) + 90 * MS_PER_DAY)
     clock.set("2025-06-07T08:09:10.011Z")
     for i, missing in enumerate([None, ""]):
-        r = store.ingest_signal(U, tag(f"now{i}", ts=missing))  # type: ignore[arg-type]
-        assert r is not None
-        assert r.last_seen == "2025-06-07T08:09:10.011Z"
+        got = store.ingest_signal(U, tag(f"now{i}", ts=missing))  # type: ignore[arg-type]
+        assert got is not None
+        assert got.last_seen == "2025-06-07T08:09:10.011Z"
     sig = tag("now2")
     del sig["timestamp"]
-    r = store.ingest_signal(U, sig)
-    assert r is not None and r.last_seen == "2025-06-07T08:09:10.011Z"
+    got = store.ingest_signal(U, sig)
+    assert got is not None and got.last_seen == "2025-06-07T08:09:10.011Z"
 
 
 def test_add_days_is_exact_utc(store: MemoryStore) -> None:
@@ -634,7 +635,9 @@ def test_no_reversal_on_under_review(store: MemoryStore) -> None:
     assert o.reversal_signals == 4 and o.last_seen == at(4)
 
 
-def _contest_to_existing_shadow(store: MemoryStore, shadow_signal: str, grow: str) -> tuple:
+def _contest_to_existing_shadow(
+    store: MemoryStore, shadow_signal: str, grow: str
+) -> tuple[Preference, Preference]:
     """Original P+ (rs4, under_review) with a shadow N1 that is then grown on the normal
     path by ``grow``; P+ archived by decay (N1 kept alive), reactivated, and contested
     again so that rs4 meets the existing, unpromoted shadow."""
@@ -901,8 +904,8 @@ def test_disabled_memory(store: MemoryStore) -> None:
     assert store.ingest_signal(U, tag("p")) is None
     # only a full reset re-enables
     store.reset_memory(U, "all")
-    r = store.ingest_signal(U, tag("p"))
-    assert r is not None and r.signal_strength == 0.15
+    rec = store.ingest_signal(U, tag("p"))
+    assert rec is not None and rec.signal_strength == 0.15
     assert store.retrieve_for_injection(U).positives == []  # 0.15 is not injectable
     put(store, "p", n=2)
     assert [x.pattern for x in store.retrieve_for_injection(U).positives] == ["p"]
@@ -921,7 +924,10 @@ def test_list_preferences_filters_and_order(store: MemoryStore) -> None:
     b = put(store, "b", polarity="negative", n=4)  # 0.6
     c = put(store, "c", n=2, scope="project", project_id="pa")  # 0.3, project
     d = put(store, "d", n=4, scope="project", project_id="pb")  # 0.6
-    ids = lambda rs: [r.id for r in rs]  # noqa: E731
+
+    def ids(rs: Iterable[Preference]) -> list[str]:
+        return [r.id for r in rs]
+
     # stable sort descending by strength; ties keep global-then-projects order
     assert ids(store.list_preferences(U)) == [b.id, d.id, a.id, c.id]
     assert ids(store.list_preferences(U, scope="global")) == [b.id, a.id]

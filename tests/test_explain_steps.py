@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from creative_memory import MemoryStore
-from creative_memory.engine.events import ComparisonEvent, ComparisonSide, Event, Feature
+from creative_memory.engine.events import (
+    ComparisonEvent,
+    ComparisonSide,
+    Event,
+    Feature,
+    SignalEvent,
+)
 from creative_memory.engine.explain import Explanation, explain
 from creative_memory.engine.timeutil import format_ts, parse_ts
 from tests.test_time_travel import T0, signal
@@ -143,7 +149,7 @@ def test_a_joint_fit_step_is_the_move_between_its_two_points(tmp_path: Path, ver
                 assert step.seq_from == step.seq
                 cause = by_seq[step.seq]
                 assert step.about and f"{ptype}/{pattern}" not in " ".join(step.about)
-                if hasattr(cause, "pattern"):
+                if isinstance(cause, SignalEvent):
                     assert step.about == [f"{cause.preference_type}/{cause.pattern}"]
             else:
                 assert step.about is None

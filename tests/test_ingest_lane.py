@@ -164,7 +164,7 @@ def test_the_lane_answers_each_call_in_order_and_batches_them(
 
     async def main() -> list[Any]:
         return await asyncio.gather(
-            *(lane.run(lambda i=i: call(i)) for i in range(40)), return_exceptions=True
+            *(lane.run(functools.partial(call, i)) for i in range(40)), return_exceptions=True
         )
 
     results = asyncio.run(main())
@@ -244,8 +244,11 @@ def test_a_store_without_deferred_sync_runs_calls_one_by_one() -> None:
 
     lane = IngestLane(NoDeferral())  # type: ignore[arg-type]
 
+    def same(i: int) -> int:
+        return i
+
     async def main() -> list[int]:
-        return list(await asyncio.gather(*(lane.run(lambda i=i: i) for i in range(5))))
+        return list(await asyncio.gather(*(lane.run(functools.partial(same, i)) for i in range(5))))
 
     assert asyncio.run(main()) == [0, 1, 2, 3, 4]
     assert lane.close(5)

@@ -99,6 +99,17 @@ def test_a_shallow_body_is_within_the_limit() -> None:
 
 
 # -- the access log --------------------------------------------------------------------------
+class Recording(logging.Handler):
+    """Keeps every record it is handed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
 def _logged(level: int, path: str) -> tuple[list[Message], list[logging.LogRecord]]:
     route = type("R", (), {"path": path})()
 
@@ -115,9 +126,7 @@ def _logged(level: int, path: str) -> tuple[list[Message], list[logging.LogRecor
     async def receive() -> Message:
         return {"type": "http.request", "body": b"", "more_body": False}
 
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler()
-    handler.emit = records.append  # type: ignore[method-assign]
+    handler = Recording()
     old = log.level
     log.addHandler(handler)
     log.setLevel(level)
@@ -126,6 +135,7 @@ def _logged(level: int, path: str) -> tuple[list[Message], list[logging.LogRecor
     finally:
         log.removeHandler(handler)
         log.setLevel(old)
+    records = handler.records
     return sent, [r for r in records if getattr(r, "fields", {}).get("event") == "http_request"]
 
 

@@ -170,8 +170,8 @@ def run_lib(root: Path, case: Case) -> Outcome:
             update = MemoryService(store).set_derivation_version(U, a["version"])
             data["changed"] = update.changed
         elif op == "preview":
-            result = MemoryService(store).preview(U, a["version"], a.get("project"))
-            data.update(preview_data(msgspec.to_builtins(result)))
+            preview = MemoryService(store).preview(U, a["version"], a.get("project"))
+            data.update(preview_data(msgspec.to_builtins(preview)))
         elif op == "forget":
             n = store.forget(U, a["type"], a["pattern"], project_id=a.get("project"))
             data["removed"] = n

@@ -71,7 +71,7 @@ def prototype_with_pii(tmp: Path) -> Path:
     return path
 
 
-Path_ = Callable[[MemoryStore, Path], None]
+Path_ = Callable[[MemoryStore, Path], object]
 PATHS: dict[str, Path_] = {
     "log_refinement": lambda s, t: s.log_refinement(U, artifact_id="a1", diff={"n": TEXT}),
     "adapter edit-save diff": lambda s, t: adapter.on_artifact_edited_and_saved(

@@ -722,7 +722,8 @@ def test_project_toggle_makes_retrieval_ignore_global(api: Api) -> None:
 
     def legacy() -> str:
         r = api.get("/api/v1/prompt", params={"variant": "legacy", "project_id": "festival"})
-        return r.text
+        text: str = r.text
+        return text
 
     assert "serif_type" in legacy()
     r = api.post("/api/v1/settings", json={"project_ignore_global": {"festival": True}})

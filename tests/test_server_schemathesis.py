@@ -46,6 +46,7 @@ def test_api_conforms_to_its_openapi_document(tmp_path: Path, group: str) -> Non
     config = DaemonConfig(root=root, port=0, max_body_bytes=64 * 1024, max_import_bytes=256 * 1024)
     with ThreadedDaemon(config, store=store) as daemon:
         token = DaemonFiles(root).token_for("default")
+        assert token is not None
         auth = {"Authorization": f"Bearer {token}"}
         seed = [
             {

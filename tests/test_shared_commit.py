@@ -24,13 +24,13 @@ import psycopg
 import pytest
 
 from creative_memory.engine.errors import StorageError
-from creative_memory.engine.events import SignalEvent
+from creative_memory.engine.events import Event, SignalEvent
 from creative_memory.storage import SettingsChanged, UserSettings
 from creative_memory.storage.base import Appended
 from creative_memory.storage.groupcommit import GroupCommit
 from creative_memory.storage.postgres import PostgresStorage
-from creative_memory.storage.postgres.appends import LOCK_EXPR, SQL_APPEND_USERS
-from creative_memory.storage.postgres.writer import AppendWriter
+from creative_memory.storage.postgres.appends import LOCK_EXPR, SQL_APPEND_USERS, Seen
+from creative_memory.storage.postgres.writer import AppendWriter, Written
 from tests.test_postgres_appends import assert_gap_free_chain, ev
 
 pytest_plugins = ["tests.pg_fixtures"]
@@ -139,6 +139,12 @@ def pg(pg_url: str) -> Iterator[PostgresStorage]:
         st.close()
 
 
+def patterns(events: Sequence[Event]) -> list[str]:
+    """Each event's pattern; every event must be a signal."""
+    assert all(isinstance(e, SignalEvent) for e in events), events
+    return [e.pattern for e in events if isinstance(e, SignalEvent)]
+
+
 class Held:
     """Holds the writer's next single-user write until released, while counting the
     transactions of several users (and how many users each carried)."""
@@ -148,10 +154,10 @@ class Held:
         self.together: list[int] = []
         write, together = writer._write, writer._write_together
 
-        def held_write(*args: Any) -> Any:
+        def held_write(user_id: str, events: list[Event], seen: Seen | None) -> Written:
             self.entered.set()
             self.release.wait(10)
-            return write(*args)
+            return write(user_id, events, seen)
 
         def counted(jobs: Any) -> Any:
             self.together.append(len(jobs))
@@ -224,8 +230,8 @@ def test_a_user_moved_by_another_writer_is_rechained_alone(
         stored = pg.read_events(u).events
         assert_gap_free_chain(stored)
         assert isinstance(out[u], Appended)
-        assert stored[-1].pattern == f"{u}-1"  # type: ignore[union-attr]
-    assert [e.pattern for e in pg.read_events("b").events] == ["b-0", "b-replica", "b-1"]  # type: ignore[union-attr]
+        assert patterns(stored[-1:]) == [f"{u}-1"]
+    assert patterns(pg.read_events("b").events) == ["b-0", "b-replica", "b-1"]
 
 
 def test_a_user_whose_settings_changed_is_refused_alone(pg: PostgresStorage, pg_url: str) -> None:
@@ -354,7 +360,7 @@ def test_a_lost_reply_to_the_statement_is_neither_lost_nor_repeated(
     hash shows it was, and nothing is sent again."""
     for u in "abc":
         pg.append_positioned(u, [ev(f"{u}-0")])
-    lost = []
+    lost: list[str] = []
 
     class Losing:
         def __init__(self, conn: Any) -> None:
@@ -383,6 +389,6 @@ def test_a_lost_reply_to_the_statement_is_neither_lost_nor_repeated(
     for u in "abc":
         stored = pg.read_events(u).events
         assert_gap_free_chain(stored)
-        assert [e.pattern for e in stored] == [f"{u}-0", f"{u}-1"]  # type: ignore[attr-defined]
+        assert patterns(stored) == [f"{u}-0", f"{u}-1"]
         got = out[u]
         assert isinstance(got, Appended) and got.events == stored[1:]

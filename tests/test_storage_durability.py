@@ -35,7 +35,13 @@ import pytest
 
 from creative_memory import MemoryStore, StorageError
 from creative_memory.engine.derivation.registry import DerivedState
-from creative_memory.engine.events import CHAIN_GENESIS, SignalEvent, chain_hash, decode_event
+from creative_memory.engine.events import (
+    CHAIN_GENESIS,
+    Event,
+    SignalEvent,
+    chain_hash,
+    decode_event,
+)
 from creative_memory.engine.timeutil import format_ts
 from creative_memory.storage.files.cache import FileDerivationCache, cache_key
 from tests.conftest import ManualClock, tag
@@ -46,6 +52,12 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 # -- helpers ---------------------------------------------------------------------------------
+def pattern_of(e: Event) -> str:
+    """A signal event's pattern (``e`` must be a signal)."""
+    assert isinstance(e, SignalEvent), e
+    return e.pattern
+
+
 def user_dir(root: Path, user: str = USER) -> Path:
     return root / user
 
@@ -364,7 +376,9 @@ CRASH_CHILD = textwrap.dedent(
 )
 
 
-def run_and_kill(root: Path, prefix: str, seed: int, delay: float) -> list[tuple[str, int]]:
+def run_and_kill(
+    root: Path | str, prefix: str, seed: int, delay: float
+) -> list[tuple[str, int]]:
     proc = subprocess.Popen(
         [sys.executable, "-c", CRASH_CHILD, str(root), USER, prefix, str(seed)],
         stdout=subprocess.PIPE,
@@ -407,7 +421,7 @@ def test_sigkill_at_random_moments_loses_no_acknowledged_event(
         acked.update(run_and_kill(root, f"t{trial}", rng.randrange(10**9), rng.uniform(0, 0.3)))
         events = MemoryStore(root, derivation_version="1").events(USER)
         # 1. every acknowledged event is present, exactly once, with the seq it was given
-        by_artifact: dict[str, int] = {}
+        by_artifact: dict[str | None, int] = {}
         for ev in events:
             if isinstance(ev, SignalEvent) and ev.pattern != "after_crash":
                 assert ev.artifact_id not in by_artifact, f"duplicate {ev.artifact_id}"
@@ -468,8 +482,8 @@ def test_torn_last_line_is_ignored_then_repaired(
         expected = [1, 2, 3, 5]
     events = assert_log_sound(root)
     assert [e.seq for e in events] == expected
-    before_by_seq = {e.seq: e.pattern for e in before_events}
-    assert all(before_by_seq[e.seq] == e.pattern for e in events if e.seq in before_by_seq)
+    before_by_seq = {e.seq: pattern_of(e) for e in before_events}
+    assert all(before_by_seq[e.seq] == pattern_of(e) for e in events if e.seq in before_by_seq)
     assert observe(store, USER) == observe_from_scratch(root, USER)
     store.ingest_signal(USER, tag("f", ts=clock_ts(clock)))
     assert assert_log_sound(root)[-1].seq == (7 if repair == "append" else 6)

@@ -181,12 +181,10 @@ def test_a_burst_is_derived_once_and_reported(tmp_path: Path) -> None:
 def test_a_user_is_derived_after_a_pause_or_after_the_longest_wait(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from creative_memory.app import worker as module
-
     store = MemoryStore(tmp_path, clock=ManualClock())
     worker = DerivationWorker(store, coalesce_ms=20, max_wait_ms=100, start=False)
     now = [1000.0]
-    monkeypatch.setattr(module.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr("creative_memory.app.worker.time.monotonic", lambda: now[0])
 
     def at(t_ms: float, *users: str) -> None:
         now[0] = 1000.0 + t_ms / 1000
