@@ -530,3 +530,60 @@ def test_an_interruption_answers_every_call_of_its_batch(tmp_path: Path, where: 
         assert asyncio.run(asyncio.wait_for(lane.run(lambda: 7), 10)) == 7
     assert lane.close(5)
     store.close()
+
+
+def test_loop_batches_and_the_ticker_deliver_the_same_artifacts_without_a_stall(
+    tmp_path: Path,
+) -> None:
+    """Edit-saves of a few shared artifacts, whose windows the ticker (a pool thread)
+    flushes while the loop runs ingest batches that deliver to the same artifacts: the
+    capture layer's per-artifact turns make one wait for the other, never both."""
+    from creative_memory.capture.layer import CaptureConfig
+
+    config = DaemonConfig(
+        root=tmp_path, port=0, user=U, tick_seconds=0.005,
+        capture=CaptureConfig(coalesce_window_s=0.01),
+    )  # fmt: skip
+    clients, each = 8, 25
+    failures: list[str] = []
+    tagged: list[str] = []
+    lock = threading.Lock()
+    with ThreadedDaemon(config) as d:
+        token = d.daemon.files.token_for(U)
+        lane = d.daemon.lanes.of(U) if d.daemon.lanes is not None else None
+        assert lane is not None
+
+        def writer(c: int) -> None:
+            headers = {"Authorization": f"Bearer {token}"}
+            with httpx.Client(base_url=d.url, headers=headers, timeout=20) as h:
+                for k in range(each):
+                    art = f"shared{k % 3}"
+                    meta = {"signals": [{"preference_type": "layout", "pattern": f"p{k % 5}"}]}
+                    edit = {
+                        "event": "artifact_edited_and_saved", "user_id": U, "artifact_id": art,
+                        "session_id": "s", "timestamp": "2026-01-01T00:00:00Z",
+                        "artifact_meta": meta, "diff": {"n": k},
+                    }  # fmt: skip
+                    tag = {**edit, "event": "explicit_tag_applied", "artifact_id": f"t{c}-{k}",
+                           "tag_text": "love this"}  # fmt: skip
+                    tag.pop("diff")
+                    r = h.post("/api/v1/events", json=[edit, tag])
+                    with lock:
+                        if r.status_code != 200 or r.json()["rejected"]:
+                            failures.append(r.text)
+                        else:
+                            tagged.append(f"t{c}-{k}")
+
+        threads = [threading.Thread(target=writer, args=(c,)) for c in range(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not any(t.is_alive() for t in threads), "a request stalled"
+        assert failures == []
+        assert lane.on_loop > 0
+    events = assert_log_sound(tmp_path, U)
+    stored_tags = {e.artifact_id for e in events if e.artifact_id and e.artifact_id.startswith("t")}
+    assert stored_tags == set(tagged) and len(tagged) == clients * each
+    edits = [e for e in events if e.artifact_id and e.artifact_id.startswith("shared")]
+    assert edits  # the windows were flushed, by the ticker or at shutdown
