@@ -587,3 +587,26 @@ def test_loop_batches_and_the_ticker_deliver_the_same_artifacts_without_a_stall(
     assert stored_tags == set(tagged) and len(tagged) == clients * each
     edits = [e for e in events if e.artifact_id and e.artifact_id.startswith("shared")]
     assert edits  # the windows were flushed, by the ticker or at shutdown
+
+
+def test_a_lock_check_that_fails_sends_the_batch_to_the_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = MemoryStore(tmp_path)
+    assert isinstance(store._storage, FileStorage)
+    lane = IngestLanes(store).of(U)
+
+    def unreadable(user: str) -> bool:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(lane, "_free", unreadable)
+
+    async def main() -> list[Any]:
+        calls = [lane.run(ingest(store, U, i), user=U) for i in range(3)]
+        return await asyncio.wait_for(asyncio.gather(*calls), 10)
+
+    assert asyncio.run(main()) == [[None]] * 3  # answered by the thread
+    assert lane.on_loop == 0 and lane._thread is not None
+    assert len(assert_log_sound(tmp_path, U)) == 3
+    assert lane.close(5)
+    store.close()

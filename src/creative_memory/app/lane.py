@@ -153,23 +153,37 @@ class IngestLane:
             loop.call_soon(self._run_here, loop, turns - 1)
             return
         batch = self._here.pop(loop)
-        free = self._free
-        assert free is not None
-        with self._cond:
-            here = (
-                not self._queue
-                and not self._busy
-                and sum(call.events for call in batch) <= LOOP_BATCH_EVENTS
-                and all(free(user) for user in {call.user for call in batch if call.user})
-            )
-        if not here:
-            self._to_thread(batch, closed_too=True)
+        try:
+            if not self._may_run_here(batch):
+                self._to_thread(batch, closed_too=True)
+                return
+        except Exception as exc:  # (no thread to be had) nothing ran: each call is told
+            for call in batch:
+                call.error = exc
+            _answer(batch)
             return
         self.on_loop += 1
         try:
             self._execute(batch)
         finally:  # (also after an interruption: every call is answered)
             _answer(batch)
+
+    def _may_run_here(self, batch: list[_Call[Any]]) -> bool:
+        """Whether ``batch`` may run on the loop: the thread has nothing queued or running,
+        the batch holds at most :data:`LOOP_BATCH_EVENTS` events, nobody holds its users'
+        locks (a check that fails says no: the thread will meet the failure and report
+        it)."""
+        free = self._free
+        assert free is not None
+        with self._cond:
+            if self._queue or self._busy:
+                return False
+        if sum(call.events for call in batch) > LOOP_BATCH_EVENTS:
+            return False
+        try:
+            return all(free(user) for user in {call.user for call in batch if call.user})
+        except Exception:
+            return False
 
     def _serve(self) -> None:
         while True:
@@ -226,10 +240,11 @@ class IngestLane:
 
 
 class IngestLanes:
-    """``count`` lanes, each a thread of its own once used; a user's calls always take the
-    same lane (by a hash of the id), in arrival order. A daemon serving several users has
-    :data:`MULTI_USER_LANES`, so a user whose log is being rewritten (a forget over a long
-    log holds its lock) holds up only the users who share its lane."""
+    """``count`` lanes, each with a thread of its own once a batch of it had to go there;
+    a user's calls always take the same lane (by a hash of the id), in arrival order. A
+    daemon serving several users has :data:`MULTI_USER_LANES`, so a user whose log is being
+    rewritten (a forget over a long log holds its lock) holds up only the users who share
+    its lane."""
 
     def __init__(self, store: MemoryStore, count: int = 1) -> None:
         self.lanes = [IngestLane(store) for _ in range(count)]
