@@ -7,12 +7,14 @@ mixed histories); ``ts_to_ms`` with its minute-of-day memo is the plain formula.
 
 from __future__ import annotations
 
+import itertools
 import random
-from typing import Any
+from typing import Any, get_args
 
 import msgspec
 import pytest
 
+from creative_memory.engine.constants import SIGNAL_WEIGHTS, SignalType
 from creative_memory.engine.derivation.registry import new_state
 from creative_memory.engine.derivation.v1 import DerivedStateV1
 from creative_memory.engine.derivation.v2 import bulk
@@ -23,6 +25,8 @@ from creative_memory.engine.events import (
     LegacyRecordEvent,
     SignalEvent,
     build_signal_event,
+    decode_event_lines,
+    encode_event,
 )
 from creative_memory.engine.timeutil import (
     _NORMALISED_RE,
@@ -401,3 +405,39 @@ def test_version_1_fold_streamed_that_fails_settles_like_one_fold() -> None:
         assert state.dump() == reference.dump()
         if last is unknown:  # some record held its event time in decay_at when it failed
             assert state.dump() != fold_without_settling(bad)
+
+
+def test_the_signal_types_of_the_event_type_are_the_weighted_ones() -> None:
+    assert get_args(SignalType) == tuple(SIGNAL_WEIGHTS)
+
+
+def test_decoded_events_share_one_string_per_value_of_a_fixed_set() -> None:
+    """The decoder hands out the one object of each signal type, polarity and scope (the
+    ``Literal`` fields of :class:`SignalEvent`), and so does a signal built from a caller's
+    mapping: a cold derivation allocates, hashes and frees none per event."""
+    built = [
+        build_signal_event(
+            {
+                "signal_type": "".join(kind),  # a string object of the caller's own
+                "pattern": f"p{i}",
+                "preference_type": "layout",
+                "polarity": "".join(pol),
+                "scope": "".join(scope),
+                "project_id": "proj" if scope == "project" else None,
+            },
+            T0,
+            format_ts(T0),
+        )
+        for i, (kind, pol, scope) in enumerate(
+            [("thumbs_up", "positive", "global"), ("thumbs_up", "positive", "project")] * 2
+        )
+    ]
+    decoded = decode_event_lines(b"\n".join(encode_event(ev) for ev in built))
+    assert decoded == built
+    for a, b in itertools.combinations([*built, *decoded], 2):
+        assert isinstance(a, SignalEvent) and isinstance(b, SignalEvent)
+        assert a.signal_type is b.signal_type
+    for a, b in itertools.combinations(decoded, 2):
+        assert isinstance(a, SignalEvent) and isinstance(b, SignalEvent)
+        assert a.polarity is b.polarity
+        assert (a.scope is b.scope) == (a.scope == b.scope)

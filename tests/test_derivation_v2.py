@@ -7,13 +7,14 @@ import json
 import random
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 import pytest
 
 import creative_memory.engine.derivation.v2 as _v2
 from creative_memory import MemoryStore, adapter
+from creative_memory.engine.constants import SignalType
 from creative_memory.engine.derivation.registry import DerivedState, derive
 from creative_memory.engine.derivation.v2 import V2_TABLE, DerivedStateV2
 from creative_memory.engine.events import (
@@ -23,6 +24,7 @@ from creative_memory.engine.events import (
     Event,
     Feature,
     LegacyRecordEvent,
+    Polarity,
     SignalEvent,
 )
 from creative_memory.engine.models import Preference
@@ -44,8 +46,8 @@ class Log:
 
     def signal(
         self,
-        signal_type: str,
-        polarity: str,
+        signal_type: SignalType,
+        polarity: Polarity,
         feats: list[F],
         *,
         artifact: str = "a",
@@ -251,7 +253,9 @@ def test_unary_only_records_are_capped_below_high_until_reinforced() -> None:
     "reinforce",
     ["manual_refinement", "revert_after_edit", "comparison"],
 )
-def test_edit_revert_or_comparison_also_release_the_cap(reinforce: str) -> None:
+def test_edit_revert_or_comparison_also_release_the_cap(
+    reinforce: Literal["manual_refinement", "revert_after_edit", "comparison"],
+) -> None:
     log = Log()
     for i in range(100):
         log.signal("repeated_acceptance", "positive", [CALM], artifact=f"a{i}")
@@ -662,8 +666,13 @@ def test_an_incremental_read_at_10k_events_is_one_fit_and_equals_a_full_derivati
         if rng.random() < 0.3:
             log.compare(art, rng.sample(feats, 3))
         else:
-            kind = rng.choice(["repeated_acceptance", "thumbs_down", "abandoned_generation"])
-            pol = "positive" if kind == "repeated_acceptance" else "negative"
+            kinds: list[SignalType] = [
+                "repeated_acceptance",
+                "thumbs_down",
+                "abandoned_generation",
+            ]
+            kind = rng.choice(kinds)
+            pol: Polarity = "positive" if kind == "repeated_acceptance" else "negative"
             log.signal(kind, pol, art, artifact=f"x{len(log.events)}")
     st = derive(log.events, "2")
     assert st.global_records  # the first fit

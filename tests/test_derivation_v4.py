@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from creative_memory.engine.constants import SignalType
 from creative_memory.engine.derivation.registry import derive
 from creative_memory.engine.derivation.v4 import V4_TABLE, DerivedStateV4
 from creative_memory.engine.explain import explain
@@ -37,7 +38,7 @@ def warm_up(log: Log) -> None:
 
 def reject_neon(log: Log, i: int) -> None:
     """One rejection of an artifact listing neon beside a varying layout and typeface."""
-    kind = "thumbs_down" if i % 2 == 0 else "abandoned_generation"
+    kind: SignalType = "thumbs_down" if i % 2 == 0 else "abandoned_generation"
     feats = [NEON, ("layout", LAYOUTS[(i + 2) % 6]), ("typography", FONTS[(i + 3) % 6])]
     log.signal(kind, "negative", feats, artifact=f"r{i}")
 

@@ -9,10 +9,10 @@ import msgspec
 import pytest
 
 from creative_memory.app.service import Conflict, NotFound, SettingsChange, ValidationError
+from creative_memory.engine.errors import struct_error_field
 from creative_memory.http.openapi import openapi_document
 from creative_memory.http.problems import problem_for
 from creative_memory.http.routes import OPERATIONS
-from creative_memory.http.routes.common import struct_error_field
 from creative_memory.http.schemas import ComposeRequest
 
 

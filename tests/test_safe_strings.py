@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -162,6 +163,30 @@ def test_an_archive_with_an_unsafe_pattern_imports_nothing(
     with pytest.raises(ValidationError) as e:
         MemoryService(store).import_archive(U, data)
     assert e.value.field == "events[0].pattern"
+    assert store.events(U) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("polarity", "sideways"), ("signal_type", "thumbs_sideways"), ("scope", "galactic")],
+)
+def test_an_archive_event_with_a_value_outside_its_fields_set_names_the_field(
+    store: MemoryStore, name: str, value: str
+) -> None:
+    from creative_memory.engine.events import CHAIN_GENESIS, sequenced
+    from creative_memory.engine.portability.archive import encode_archive
+    from creative_memory.engine.settings import UserSettings
+
+    good = SignalEvent(
+        at=NOW, recorded_at=NOW, signal_type="explicit_tag", preference_type="layout",
+        pattern="calm", polarity="positive", scope="global",
+    )  # fmt: skip
+    bad = msgspec.structs.replace(good, **{name: value})
+    data = encode_archive(U, UserSettings(), sequenced([good, bad], 0, CHAIN_GENESIS))
+    with pytest.raises(ValidationError) as e:
+        MemoryService(store).import_archive(U, data)
+    assert e.value.field == f"events[1].{name}"
+    assert value in str(e.value)
     assert store.events(U) == []
 
 

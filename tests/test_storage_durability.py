@@ -43,6 +43,7 @@ from creative_memory.engine.events import (
     decode_event,
 )
 from creative_memory.engine.timeutil import format_ts
+from creative_memory.storage.files.appending import READ_CHUNK
 from creative_memory.storage.files.cache import FileDerivationCache, cache_key
 from tests.conftest import ManualClock, tag
 from tests.test_cache_properties import versions_for_test
@@ -505,17 +506,73 @@ def test_torn_header_of_a_new_log_is_repaired(tmp_path: Path, clock: ManualClock
     assert [e.seq for e in assert_log_sound(root)] == [1]
 
 
-def test_corrupt_complete_line_is_reported_not_skipped(tmp_path: Path, clock: ManualClock) -> None:
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b'{"kind":"signal","broken":true}',
+        # a value outside an event field's fixed set (the signal types, the polarities,
+        # the scopes) does not decode either
+        b"signal_type:thumbs_sideways",
+        b"polarity:sideways",
+        b"scope:galactic",
+    ],
+)
+def test_corrupt_complete_line_is_reported_not_skipped(
+    tmp_path: Path, clock: ManualClock, bad: bytes
+) -> None:
     root = tmp_path / "mem"
     store = MemoryStore(root, derivation_version="1", clock=clock)
     for pat in ("a", "b", "c"):
         store.ingest_signal(USER, tag(pat))
     log = user_dir(root) / "events.jsonl"
     lines = log.read_bytes().split(b"\n")
-    lines[2] = b'{"kind":"signal","broken":true}'
+    lines[2] = corrupted(lines[2], bad)
     log.write_bytes(b"\n".join(lines))
-    with pytest.raises(StorageError, match=r"events\.jsonl"):
+    # the file's line 3 (the header is line 1), whole-log read or cold derivation
+    with pytest.raises(StorageError, match=r"events\.jsonl: line 3 is not a valid event"):
         MemoryStore(root, derivation_version="1", clock=clock).events(USER)
+    with pytest.raises(StorageError, match=r"events\.jsonl: line 3 is not a valid event"):
+        MemoryStore(root, derivation_version="1", clock=clock).retrieve_for_injection(USER)
+
+
+def corrupted(line: bytes, bad: bytes) -> bytes:
+    """``bad`` itself, or ``line`` with the field ``bad`` names ("field:value") changed."""
+    if bad.startswith(b"{"):
+        return bad
+    field, _, value = bad.decode().partition(":")
+    doc = json.loads(line)
+    assert field in doc
+    doc[field] = value
+    return json.dumps(doc).encode()
+
+
+def test_a_corrupt_line_is_named_by_its_line_in_the_file_wherever_it_is_read(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Past the first chunk a cold derivation reads, and after the cached prefix a warm
+    read decodes, the line number counts from the file's first line."""
+    root = tmp_path / "mem"
+    store = MemoryStore(root, derivation_version="1", clock=clock)
+    store.ingest_signals(USER, [tag(f"p{i % 50}", tag_text="x" * 200) for i in range(6000)])
+    log = user_dir(root) / "events.jsonl"
+    assert log.stat().st_size > 2 * READ_CHUNK  # the bad line lies in a later chunk
+    good = log.read_bytes()
+    lines = good.split(b"\n")
+    lines[5000] = corrupted(lines[5000], b"polarity:sideways")
+    log.write_bytes(b"\n".join(lines))
+    with pytest.raises(StorageError, match=r"line 5001 is not a valid event"):
+        MemoryStore(root, derivation_version="1", clock=clock).retrieve_for_injection(USER)
+    # a warm read: the cache holds the 6,000 events, two more are appended after them
+    log.write_bytes(good)
+    store = MemoryStore(root, derivation_version="1", clock=clock)
+    store.retrieve_for_injection(USER)
+    store.ingest_signals(USER, [tag("late1"), tag("late2")])
+    lines = log.read_bytes().split(b"\n")
+    assert lines[-1] == b"" and len(lines) == 6004  # the header, 6,002 events, ""
+    lines[-2] = corrupted(lines[-2], b"signal_type:thumbs_sideways")
+    log.write_bytes(b"\n".join(lines))
+    with pytest.raises(StorageError, match=r"line 6003 is not a valid event"):
+        MemoryStore(root, derivation_version="1", clock=clock).retrieve_for_injection(USER)
 
 
 # -- (c) concurrency -------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Final
+from typing import Final, Literal
 
 NORMALIZER: Final = 2.0
 DECAY_DAYS: Final = 90
@@ -29,6 +29,19 @@ DECAY_FACTOR: Final = 0.70
 REVERSAL_FACTOR_2: Final = 0.80
 REVERSAL_FACTOR_3: Final = 0.60
 REVERSAL_PENALTY_MULTIPLIER: Final = 2.0
+
+#: The signal types, as the event type declares them: a log line naming another one does not
+#: decode (the keys of :data:`SIGNAL_WEIGHTS`, in its order; a test keeps the two equal).
+SignalType = Literal[
+    "explicit_tag",
+    "revert_after_edit",
+    "manual_refinement",
+    "repeated_acceptance",
+    "thumbs_up",
+    "thumbs_down",
+    "single_rejection",
+    "abandoned_generation",
+]
 
 SIGNAL_WEIGHTS: Final[Mapping[str, float]] = MappingProxyType(
     {

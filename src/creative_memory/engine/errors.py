@@ -13,6 +13,8 @@ anything else      exit 1, one line    500 problem+json with a correlation id
 
 from __future__ import annotations
 
+import re
+
 
 class CreativeMemoryError(Exception):
     """Base class for creative-memory errors that are not bad input."""
@@ -44,3 +46,18 @@ class Conflict(CreativeMemoryError):
 
 class StorageError(CreativeMemoryError):
     """The storage backend could not complete an operation (nothing was written)."""
+
+
+_AT = re.compile(r" - at `\$\.?(?P<path>[^`]*)`$")
+_NAMED = re.compile(r"^Object (?:missing required|contains unknown) field `(?P<name>[^`]+)`")
+
+
+def struct_error_field(message: str, whole: str = "body") -> str:
+    """The field a msgspec validation message is about (``whole`` when it is about the
+    whole document): ``"events[3].polarity"`` for "... - at `$.events[3].polarity`"."""
+    at = _AT.search(message)
+    path = at["path"].replace("[...]", "") if at else ""
+    named = _NAMED.match(message)
+    if named:
+        path = f"{path}.{named['name']}" if path else named["name"]
+    return path or whole

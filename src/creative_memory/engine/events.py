@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 import msgspec
 
-from creative_memory.engine.constants import SIGNAL_WEIGHTS
+from creative_memory.engine.constants import SIGNAL_WEIGHTS, SignalType
 from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.ids import show as _show
 from creative_memory.engine.ids import validate_project_id as validate_project_id
@@ -24,6 +24,9 @@ from creative_memory.engine.timeutil import format_ts, parse_ts
 
 #: Version of the on-disk event format (the ``v`` field of every event).
 EVENT_FORMAT_VERSION: Final = 1
+
+Polarity = Literal["positive", "negative"]
+Scope = Literal["global", "project"]
 
 
 class _Event(msgspec.Struct, kw_only=True, tag_field="kind", gc=False):
@@ -44,13 +47,18 @@ class _Event(msgspec.Struct, kw_only=True, tag_field="kind", gc=False):
 
 
 class SignalEvent(_Event, tag="signal"):
-    """One piece of feedback about one (type, pattern) of an artifact."""
+    """One piece of feedback about one (type, pattern) of an artifact.
 
-    signal_type: str
+    The fields with a fixed set of values are ``Literal`` types: besides rejecting any
+    other value when a line is decoded, the decoder then hands out the one string object
+    of each value instead of a new string per event — a cold derivation decodes a whole
+    log (docs/performance.md, "Cold derivation (fifth pass)")."""
+
+    signal_type: SignalType
     preference_type: str
     pattern: str
-    polarity: str
-    scope: str
+    polarity: Polarity
+    scope: Scope
     project_id: str | None = None
     tag_text: str | None = None
     artifact_id: str | None = None
@@ -77,7 +85,7 @@ class ComparisonEvent(_Event, tag="comparison"):
     chose: ComparisonSide
     over: ComparisonSide
     dimensions: list[str] | None = None
-    scope: str = "global"
+    scope: Scope = "global"
     project_id: str | None = None
     session_id: str | None = None
 
@@ -204,7 +212,8 @@ def decode_event_lines(data: bytes | memoryview) -> list[Event]:
     return _decoder.decode_lines(data)
 
 
-Polarity = Literal["positive", "negative"]
+#: Each signal type's one string object (the decoder's too: events share it).
+_SIGNAL_TYPES: Final[Mapping[str, SignalType]] = {t: t for t in get_args(SignalType)}
 
 
 def build_signal_event(signal: Mapping[str, Any], now_ms: int, recorded_at: str) -> SignalEvent:
@@ -223,11 +232,12 @@ def build_signal_event(signal: Mapping[str, Any], now_ms: int, recorded_at: str)
     ptype = check_text(
         "preference_type", signal.get("preference_type"), max_length=MAX_TEXT_LENGTH
     )
-    signal_type = signal.get("signal_type")
-    if not isinstance(signal_type, str) or signal_type not in SIGNAL_WEIGHTS:
+    given = signal.get("signal_type")
+    signal_type = _SIGNAL_TYPES.get(given) if isinstance(given, str) else None
+    if signal_type is None:
         raise ValidationError(
             "signal_type",
-            f"Unknown signal_type: {_show(signal_type)}. Known: {', '.join(SIGNAL_WEIGHTS)}.",
+            f"Unknown signal_type: {_show(given)}. Known: {', '.join(SIGNAL_WEIGHTS)}.",
         )
     scope = signal.get("scope")
     project_id = signal.get("project_id")

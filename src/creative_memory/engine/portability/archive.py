@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import msgspec
 
-from creative_memory.engine.errors import ValidationError
+from creative_memory.engine.errors import ValidationError, struct_error_field
 from creative_memory.engine.events import CHAIN_GENESIS, Event, chain_hash
 from creative_memory.engine.settings import UserSettings
 from creative_memory.engine.text import preview
@@ -79,7 +79,8 @@ def decode_archive(data: bytes) -> Archive:
     try:
         doc = msgspec.convert(raw, Archive)
     except msgspec.ValidationError as exc:
-        raise ValidationError("archive", f"malformed archive: {exc}") from exc
+        field = struct_error_field(str(exc), "archive")
+        raise ValidationError(field, f"malformed archive: {exc}") from exc
     body = _Body(
         format=doc.format,
         archive_version=doc.archive_version,

@@ -16,6 +16,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from creative_memory.engine.errors import struct_error_field
 from creative_memory.http.config import MAX_JSON_DEPTH
 from creative_memory.http.problems import Problem, invalid, not_found
 from creative_memory.http.schemas import AsOfParam, AtSeqParam
@@ -140,20 +141,6 @@ async def read_struct(request: Request, type_: type[T]) -> T:
         return msgspec.convert(value, type_)
     except msgspec.ValidationError as exc:
         raise invalid(str(exc), struct_error_field(str(exc))) from None
-
-
-_AT = re.compile(r" - at `\$\.?(?P<path>[^`]*)`$")
-_NAMED = re.compile(r"^Object (?:missing required|contains unknown) field `(?P<name>[^`]+)`")
-
-
-def struct_error_field(message: str) -> str:
-    """The field a msgspec validation message is about (``"body"`` for the whole body)."""
-    at = _AT.search(message)
-    path = at["path"].replace("[...]", "") if at else ""
-    named = _NAMED.match(message)
-    if named:
-        path = f"{path}.{named['name']}" if path else named["name"]
-    return path or "body"
 
 
 def _depth_ok(value: Any, limit: int) -> bool:

@@ -234,12 +234,16 @@ class FileStorage:
             f.close()
             raise
 
-    def _decode_chunk(self, data: bytes | memoryview, path: Path) -> list[Event]:
-        """The events of ``data`` in one call; on a bad line, the per-line decoder names it."""
+    def _decode_chunk(self, data: bytes | memoryview, path: Path, offset: int) -> list[Event]:
+        """The events of ``data`` — the log's bytes from ``offset`` on — in one call; on a
+        bad line, the per-line decoder names it by its line number in the file (counted
+        then, from the file's start: only a corrupt log pays for it)."""
         try:
             return decode_event_lines(data)
         except _DECODE_ERRORS:
-            return self._decode_lines(bytes(data), path, 0)
+            with open(path, "rb") as f:
+                before = f.read(offset).count(b"\n")
+            return self._decode_lines(bytes(data), path, before + 1)
 
     def event_count(self, user_id: str) -> int:
         """How many events the log holds: its complete lines after the header (a torn final
@@ -308,7 +312,7 @@ class FileStorage:
                 if nl < 0:
                     carry = data
                     continue
-                chunk = self._decode_chunk(memoryview(data)[:nl], path)  # (not copied)
+                chunk = self._decode_chunk(memoryview(data)[:nl], path, end)  # (not copied)
                 carry = data[nl + 1 :]
                 end += nl + 1
                 if sink is None:
@@ -364,7 +368,7 @@ class FileStorage:
                 raise StorageError(f"{path}: internal error reading the log")
             body = buf[cut - buf_start : end - 1 - buf_start] if end - 1 > cut else b""
         return LogSnapshot(
-            events=self._decode_chunk(body, path) if body else [],
+            events=self._decode_chunk(body, path, cut) if body else [],
             generation=header.generation,
             end=end,
             base=base,
