@@ -16,8 +16,9 @@ file store in a temporary directory:
   (b) durable ingest throughput (fsync on every append): one ``ingest_signal`` per event,
       and ``ingest_signals`` in batches of 100; beside them the raw rate of the same
       filesystem measured in the same run — one JSON line of an event's size (or 100 such
-      lines) written to a file opened with ``O_APPEND`` and fsynced after each write — and
-      the ratio ingest / raw.
+      lines) written to a file opened with ``O_APPEND`` and fsynced after each write,
+      alternating with the ingest in rounds of 100 appends so that both rates come from
+      the same minutes — and the ratio ingest / raw.
   (c) warm ``retrieve_for_injection`` and ``build_prompt_block`` p50 / p99 for a user with
       60 active patterns.
   (d) cold derivation of a 10,000- and a 100,000-event log: a fresh child process with no
@@ -75,6 +76,7 @@ SIGNALS = storage_bench.SIGNALS
 T0 = storage_bench.T0
 STEP_MS = storage_bench.STEP_MS
 BATCH = 100  # batch size of ingest_signals in (b)
+ROUND = 100  # (b): appends of one kind between two rounds of the other
 USER = "vocab"
 BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -363,6 +365,9 @@ FIRST_READ_GOAL_S = 0.010  # first retrieve after one new event at K = 2,000
 FIRST_READ_RATIO_GOAL = 2.0  # its K=600 / K=100 ratio
 WARM_P99_GOAL_S = 0.000150  # warm retrieve + block, 60 active patterns
 COLD_V1_GOAL_S = 0.35  # cold derivation of 100,000 events under version 1
+ONE_BY_ONE_GOAL = 2_500  # events/s, one ingest_signal per event, fsync on
+ONE_BY_ONE_RAW_GOAL = 0.5  # ... and that rate over the raw fsync-append rate
+BATCHED_GOAL = 40_000  # events/s, ingest_signals in batches of 100
 
 
 def verdict(ok: bool) -> str:
@@ -407,12 +412,99 @@ def sample_line() -> bytes:
     return encode_event(chained) + b"\n"
 
 
-def raw_fsync_rate(path: Path, line: bytes, writes: int, lines_per_write: int = 1) -> float:
-    """``benchmarks/storage.py``'s raw rate on a new file ``path``, removed afterwards."""
+class RawAppender:
+    """The raw reference: ``line`` (or ``lines_per_write`` copies of it) written to a new
+    file opened with ``O_APPEND``, an fsync after each write; :meth:`run` adds the time of
+    ``writes`` such writes to :attr:`seconds` (the file is removed by :meth:`close`)."""
+
+    def __init__(self, path: Path, line: bytes, lines_per_write: int = 1) -> None:
+        self.path, self.data, self.per_write = path, line * lines_per_write, lines_per_write
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self.seconds, self.lines = 0.0, 0
+
+    def run(self, writes: int) -> None:
+        fd, data = self.fd, self.data
+        t = time.perf_counter()
+        for _ in range(writes):
+            os.write(fd, data)
+            os.fsync(fd)
+        self.seconds += time.perf_counter() - t
+        self.lines += writes * self.per_write
+
+    def rate(self) -> float:
+        return self.lines / self.seconds
+
+    def close(self) -> None:
+        os.close(self.fd)
+        self.path.unlink()
+
+
+def interleaved(
+    raw: RawAppender, writes_per_round: int, ours: Callable[[int], None], rounds: int
+) -> float:
+    """Seconds that ``rounds`` calls of ``ours(round)`` took, each after ``writes_per_round``
+    raw writes: the two rates come from the same minutes, so a disk whose fsync latency
+    drifts (a shared host's does, by half within a run) moves both alike."""
+    spent = 0.0
+    for i in range(rounds):
+        raw.run(writes_per_round)
+        t = time.perf_counter()
+        ours(i)
+        spent += time.perf_counter() - t
+    return spent
+
+
+def ingest_rows(
+    tmp: Path, v: str, line: bytes, n_single: int, n_batched: int
+) -> tuple[list[list[str]], list[str]]:
+    """Section (b)'s two rows for version ``v`` (one-by-one and batched ingest, each with
+    the raw reference interleaved) and its goal lines."""
+    root = tmp / f"ingest-v{v}"
+    store = MemoryStore(root, derivation_version=v)
+    sigs = storage_bench.ten_signals("thr", 50)
+    store.ingest_signal("one_by_one", sigs[0])  # the store's first append and read
+
+    def one_by_one(round_: int) -> None:
+        for i in range(round_ * ROUND, (round_ + 1) * ROUND):
+            store.ingest_signal("one_by_one", sigs[i % len(sigs)])
+
+    raw1 = RawAppender(tmp / "raw1.jsonl", line)
+    singles = max(1, n_single // ROUND)
     try:
-        return storage_bench.raw_fsync_rate(path, writes, line, lines_per_write)
+        single = singles * ROUND / interleaved(raw1, ROUND, one_by_one, singles)
+        raw_single = raw1.rate()
     finally:
-        path.unlink()
+        raw1.close()
+    batch = sigs * (BATCH // len(sigs))
+    per_round = max(1, ROUND // 10)  # batches a round
+
+    def batched_round(_: int) -> None:
+        for _ in range(per_round):
+            store.ingest_signals("batched", batch)
+
+    raw_b = RawAppender(tmp / "rawb.jsonl", line, BATCH)
+    rounds = max(1, n_batched // BATCH // per_round)
+    try:
+        spent = interleaved(raw_b, per_round, batched_round, rounds)
+        batched = rounds * per_round * len(batch) / spent
+        raw_batched = raw_b.rate()
+    finally:
+        raw_b.close()
+    shutil.rmtree(root, ignore_errors=True)
+    ratio = single / raw_single
+    rows = [
+        [v, f"{singles * ROUND:,} x 1", f"{single:,.0f}", f"{raw_single:,.0f}", f"{ratio:.2f}"],
+        [v, f"{rounds * per_round:,} x {BATCH}", f"{batched:,.0f}", f"{raw_batched:,.0f}",
+         f"{batched / raw_batched:.2f}"],
+    ]  # fmt: skip
+    goals = [
+        f"    goal: version {v} one-by-one >= {ONE_BY_ONE_GOAL:,} events/s and >= "
+        f"{ONE_BY_ONE_RAW_GOAL} x raw: {single:,.0f}/s, {ratio:.2f} x raw, "
+        f"{verdict(single >= ONE_BY_ONE_GOAL and ratio >= ONE_BY_ONE_RAW_GOAL)}",
+        f"    goal: version {v} batched >= {BATCHED_GOAL:,} events/s: {batched:,.0f}/s, "
+        f"{verdict(batched >= BATCHED_GOAL)}",
+    ]
+    return rows, goals
 
 
 def section_b(tmp: Path, versions: Sequence[str], n_single: int, n_batched: int) -> None:
@@ -420,44 +512,17 @@ def section_b(tmp: Path, versions: Sequence[str], n_single: int, n_batched: int)
     line = sample_line()
     print(
         f"(b) durable ingest (fsync per append), 50 patterns; raw reference: a {len(line)}-byte "
-        "JSON line (an event's size) appended with O_APPEND + fsync per write, same filesystem"
+        "JSON line (an event's size) appended with O_APPEND + fsync per write, same "
+        f"filesystem, interleaved with the ingest in rounds of {ROUND} appends"
     )
-    rows = []
+    rows: list[list[str]] = []
+    goals: list[str] = []
     for v in versions:
-        root = tmp / f"ingest-v{v}"
-        store = MemoryStore(root, derivation_version=v)
-        sigs = storage_bench.ten_signals("thr", 50)
-        raw1 = raw_fsync_rate(tmp / "raw1.jsonl", line, n_single)
-        t = time.perf_counter()
-        for i in range(n_single):
-            store.ingest_signal("one_by_one", sigs[i % len(sigs)])
-        single = n_single / (time.perf_counter() - t)
-        raw_b = raw_fsync_rate(tmp / "rawb.jsonl", line, max(1, n_batched // BATCH), BATCH)
-        batch = sigs * (BATCH // len(sigs))
-        t = time.perf_counter()
-        for _ in range(n_batched // BATCH):
-            store.ingest_signals("batched", batch)
-        batched = (n_batched // BATCH) * len(batch) / (time.perf_counter() - t)
-        rows.append(
-            [
-                v,
-                f"{n_single:,} x 1",
-                f"{single:,.0f}",
-                f"{raw1:,.0f}",
-                f"{single / raw1:.2f}",
-            ]
-        )
-        rows.append(
-            [
-                v,
-                f"{n_batched // BATCH:,} x {BATCH}",
-                f"{batched:,.0f}",
-                f"{raw_b:,.0f}",
-                f"{batched / raw_b:.2f}",
-            ]
-        )
-        shutil.rmtree(root, ignore_errors=True)
+        more_rows, more_goals = ingest_rows(tmp, v, line, n_single, n_batched)
+        rows += more_rows
+        goals += more_goals
     table(["version", "appends x events", "ingest events/s", "raw lines/s", "ingest / raw"], rows)
+    print("\n".join(goals))
 
 
 # -- (c) warm retrieval ----------------------------------------------------------------------
