@@ -306,13 +306,14 @@ class BayesOracle:
         scale = (2 * self.cfg.noise**2 + unknown * self.v_type) ** 0.5
         self.obs.append(({k: v for k, v in c.items() if v}, 1.0, 0.0, scale))
 
-    def sets(self, seed: int) -> tuple[set[str], set[str]]:
-        """(Avoid, Prefer) patterns of the Bayes decision on the observations so far."""
+    def sets(self, seed: int) -> tuple[set[str], set[str], dict[str, float]]:
+        """(Avoid, Prefer) patterns of the Bayes decision on the observations so far, and
+        each listed pattern's posterior probability of being a dislike."""
         import numpy as np
 
         n_f, n_e = len(self.idx), len(self.obs)
         if not n_f:
-            return set(), set()
+            return set(), set(), {}
         rng = np.random.default_rng(seed)
         coef = np.zeros((n_e, n_f))
         sign, off, scale = np.empty(n_e), np.empty(n_e), np.empty(n_e)
@@ -341,15 +342,23 @@ class BayesOracle:
                     neg[f] += p[10:].sum()
                     pos[f] += p[1:10].sum()
         names = {i: f[1] for f, i in self.idx.items()}
+        kept = self.SWEEPS - self.BURN
+        p_dislike = {names[i]: float(neg[i]) / kept for i in range(n_f)}
+        p_like = {names[i]: float(pos[i]) / kept for i in range(n_f)}
         return (
-            _expected_f1_set({names[i]: float(neg[i]) for i in range(n_f)}, self.cfg.n_dislike),
-            _expected_f1_set({names[i]: float(pos[i]) for i in range(n_f)}, self.cfg.n_like),
+            _expected_f1_set(p_dislike, self.cfg.n_dislike),
+            _expected_f1_set(p_like, self.cfg.n_like),
+            p_dislike,
         )
+
+
+def _ranked(prob: dict[str, float]) -> list[tuple[str, float]]:
+    return sorted(prob.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 def _expected_f1_set(prob: dict[str, float], n_true: int) -> set[str]:
     """The top-k set maximising the expected F1, ``2 Σ p / (k + n_true)``."""
-    items = sorted(prob.items(), key=lambda kv: (-kv[1], kv[0]))
+    items = _ranked(prob)
     best, best_k, acc = 0.0, 0, 0.0
     for k, (_, p) in enumerate(items, start=1):
         acc += p
@@ -358,16 +367,62 @@ def _expected_f1_set(prob: dict[str, float], n_true: int) -> set[str]:
     return {f for f, _ in items[:best_k]}
 
 
-_ORACLE_CACHE: dict[tuple[int, int, int], tuple[float, float]] = {}
+#: The issue's phantom target: Avoid items that are not dislikes, per user on average.
+SAFE_PHANTOMS = 0.05
+_PRICES = (0.0, *(10 ** (x / 20) for x in range(-60, 61)))  # 0, then 0.001 … 1000
 
 
-def bayes_ceiling(user: User, oracle: BayesOracle, seed: int, turn: int) -> tuple[float, float]:
-    """(avoid F1, prefer F1) of the Bayes decision; the same observations (open loop: every
-    arm's) are decided once."""
+def safe_ceiling(
+    rankings: Sequence[list[tuple[float, bool]]], n_true: int
+) -> tuple[float, float, float]:
+    """The mean avoid F1, recall and phantoms of the Bayes decision held to
+    :data:`SAFE_PHANTOMS` expected
+    phantoms per user on average: each user's Avoid is the top-k of its posteriors (``p``,
+    whether it truly is a dislike) maximising ``E[F1] − λ E[phantoms]``, for the smallest
+    price ``λ`` whose mean ``E[phantoms]`` over the users is within the target (the
+    budget is shared, as the target is an average). They are then scored on the truth."""
+    if not rankings:
+        return 0.0, 0.0, 0.0
+    for price in _PRICES:
+        chosen: list[tuple[int, float]] = []  # (k, expected phantoms) per user
+        for ranking in rankings:
+            best, best_k, best_fp, acc = 0.0, 0, 0.0, 0.0
+            for k, (p, _) in enumerate(ranking, start=1):
+                acc += p
+                value = 2 * acc / (k + n_true) - price * (k - acc)
+                if value > best:
+                    best, best_k, best_fp = value, k, k - acc
+            chosen.append((best_k, best_fp))
+        if sum(fp for _, fp in chosen) / len(chosen) <= SAFE_PHANTOMS:
+            break
+    hits = [
+        (sum(truth for _, truth in ranking[:k]), k)
+        for ranking, (k, _) in zip(rankings, chosen, strict=True)
+    ]
+    return (
+        _mean([2 * tp / (k + n_true) for tp, k in hits]),
+        _mean([tp / n_true for tp, _ in hits]),
+        _mean([float(k - tp) for tp, k in hits]),
+    )
+
+
+_ORACLE_CACHE: dict[tuple[int, int, int], tuple[float, float, list[tuple[float, bool]]]] = {}
+
+
+def bayes_ceiling(
+    user: User, oracle: BayesOracle, seed: int, turn: int
+) -> tuple[float, float, list[tuple[float, bool]]]:
+    """(avoid F1, prefer F1) of the Bayes decision, and its dislike posteriors ranked,
+    each with whether the pattern truly is a dislike (for :func:`safe_ceiling`); the same
+    observations (open loop: every arm's) are decided once."""
     key = (seed, turn, hash(repr(oracle.obs)))
     if key not in _ORACLE_CACHE:
-        avoid, prefer = oracle.sets(seed * 1009 + turn)
-        _ORACLE_CACHE[key] = (prf(avoid, user.dislikes)[2], prf(prefer, user.likes)[2])
+        avoid, prefer, p_dislike = oracle.sets(seed * 1009 + turn)
+        _ORACLE_CACHE[key] = (
+            prf(avoid, user.dislikes)[2],
+            prf(prefer, user.likes)[2],
+            [(p, f in user.dislikes) for f, p in _ranked(p_dislike)],
+        )
     return _ORACLE_CACHE[key]
 
 
@@ -395,6 +450,7 @@ class Score:
     # and noise decides from the same events
     bayes_avoid_f1: float = 0.0
     bayes_prefer_f1: float = 0.0
+    bayes_ranking: list[tuple[float, bool]] = field(default_factory=list)  # safe_ceiling
 
 
 def prf(injected: set[str], truth: set[str]) -> tuple[float | None, float, float]:
@@ -464,9 +520,11 @@ def run_arm(seed: int, arm: str, cfg: SimConfig, checkpoints: Sequence[int]) -> 
         if turn in checkpoints:
             out[turn] = score(user, rec.block(), listed_so_far)
             if ORACLE:
-                out[turn].bayes_avoid_f1, out[turn].bayes_prefer_f1 = bayes_ceiling(
-                    user, oracle, seed, turn
-                )
+                (
+                    out[turn].bayes_avoid_f1,
+                    out[turn].bayes_prefer_f1,
+                    out[turn].bayes_ranking,
+                ) = bayes_ceiling(user, oracle, seed, turn)
     return out
 
 
@@ -490,14 +548,19 @@ class Row:
     ceiling_prefer_f1: float = 0.0
     bayes_avoid_f1: float = 0.0
     bayes_prefer_f1: float = 0.0
+    bayes_safe: tuple[float, float, float] = (0.0, 0.0, 0.0)  # safe_ceiling: F1, recall, phantoms
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def bayes_safe_avoid_f1(self) -> float:
+        return self.bayes_safe[0]
 
 
 def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs) if xs else 0.0
 
 
-def aggregate(arm: str, n: int, scores: list[Score]) -> Row:
+def aggregate(arm: str, n: int, scores: list[Score], n_dislike: int = 3) -> Row:
     ap = [s.avoid_precision for s in scores if s.avoid_precision is not None]
     pp = [s.prefer_precision for s in scores if s.prefer_precision is not None]
     return Row(
@@ -516,6 +579,7 @@ def aggregate(arm: str, n: int, scores: list[Score]) -> Row:
         ceiling_prefer_f1=_mean([s.ceiling_prefer_f1 for s in scores]),
         bayes_avoid_f1=_mean([s.bayes_avoid_f1 for s in scores]),
         bayes_prefer_f1=_mean([s.bayes_prefer_f1 for s in scores]),
+        bayes_safe=safe_ceiling([s.bayes_ranking for s in scores if s.bayes_ranking], n_dislike),
         seeds_with_avoid=len(ap),
         seeds_with_prefer=len(pp),
     )
@@ -534,7 +598,7 @@ def run(
             for n, s in run_arm(seed, arm, cfg, checkpoints).items():
                 per[n].append(s)
         for n in checkpoints:
-            row = aggregate(arm, n, per[n])
+            row = aggregate(arm, n, per[n], cfg.n_dislike)
             row.extra["avoid_f1_per_seed"] = [s.avoid_f1 for s in per[n]]
             row.extra["prefer_f1_per_seed"] = [s.prefer_f1 for s in per[n]]
             rows.append(row)
@@ -555,17 +619,20 @@ def table(rows: list[Row], title: str) -> str:
         f"{'arm':<12} {'n':>4} | {'avoidP':>6} {'avoidR':>6} {'avoidF1':>7} | "
         f"{'prefP':>6} {'prefR':>6} {'prefF1':>6} | {'phantom':>7} {'|A|':>4} {'|P|':>4} | "
         f"{'ceilA':>5} {'%ceilA':>6} {'ceilP':>5} | {'bayesA':>6} {'%bayesA':>7} {'bayesP':>6}"
+        f" | {'safeA':>5} {'%safeA':>6}"
     )
     lines = [title, head, "-" * len(head)]
     for r in rows:
         share = r.avoid_f1 / r.ceiling_avoid_f1 if r.ceiling_avoid_f1 else 0.0
         bshare = r.avoid_f1 / r.bayes_avoid_f1 if r.bayes_avoid_f1 else 0.0
+        sshare = r.avoid_f1 / r.bayes_safe_avoid_f1 if r.bayes_safe_avoid_f1 else 0.0
         lines.append(
             f"{r.arm:<12} {r.n:>4} | {r.avoid_precision:>6.3f} {r.avoid_recall:>6.3f} "
             f"{r.avoid_f1:>7.3f} | {r.prefer_precision:>6.3f} {r.prefer_recall:>6.3f} "
             f"{r.prefer_f1:>6.3f} | {r.phantoms:>7.2f} {r.avoid_size:>4.1f} {r.prefer_size:>4.1f}"
             f" | {r.ceiling_avoid_f1:>5.3f} {share:>6.1%} {r.ceiling_prefer_f1:>5.3f}"
             f" | {r.bayes_avoid_f1:>6.3f} {bshare:>7.1%} {r.bayes_prefer_f1:>6.3f}"
+            f" | {r.bayes_safe_avoid_f1:>5.3f} {sshare:>6.1%}"
         )
     lines.append(
         "  ceilA / ceilP: the listing ceiling — the avoid / prefer F1 of an oracle that knows "
@@ -575,6 +642,17 @@ def table(rows: list[Row], title: str) -> str:
         "  bayesA / bayesP: the Bayes ceiling — the avoid / prefer F1 of the Bayes decision "
         "of a fit that knows the simulator's model and noise, on the same events"
     )
+    lines.append(
+        f"  safeA: the Bayes decision's Avoid held to <= {SAFE_PHANTOMS} expected phantoms per "
+        "user on average (the issue's operating point); %safeA: the arm's avoid F1 as its share"
+    )
+    for r in rows:
+        if r.arm == "v3-pairwise" and ORACLE:
+            f1, recall, phantoms = r.bayes_safe
+            lines.append(
+                f"  the held Bayes decision on v3-pairwise's events at {r.n:>3}: avoid F1 "
+                f"{f1:.3f}, recall {recall:.3f}, phantoms / user {phantoms:.2f}"
+            )
     return "\n".join(lines)
 
 
@@ -649,6 +727,16 @@ def targets_v4(rows: list[Row], arm: str = "v4-pairwise") -> list[tuple[str, boo
                 "200: avoid F1 >= 85 % of the Bayes ceiling",
                 share >= 0.85,
                 f"{a200.avoid_f1:.3f} of {a200.bayes_avoid_f1:.3f} ({share:.1%})",
+            )
+        )
+    if a200.bayes_safe_avoid_f1:
+        share = a200.avoid_f1 / a200.bayes_safe_avoid_f1
+        checks.append(
+            (
+                f"200: avoid F1 >= 85 % of the Bayes ceiling at <= {SAFE_PHANTOMS} phantoms "
+                "(not the issue's wording: the data for a decision)",
+                share >= 0.85,
+                f"{a200.avoid_f1:.3f} of {a200.bayes_safe_avoid_f1:.3f} ({share:.1%})",
             )
         )
     return checks
