@@ -376,29 +376,28 @@ def safe_ceiling(
     rankings: Sequence[list[tuple[float, bool]]], n_true: int
 ) -> tuple[float, float, float]:
     """The mean avoid F1, recall and phantoms of the Bayes decision held to
-    :data:`SAFE_PHANTOMS` expected
-    phantoms per user on average: each user's Avoid is the top-k of its posteriors (``p``,
-    whether it truly is a dislike) maximising ``E[F1] − λ E[phantoms]``, for the smallest
-    price ``λ`` whose mean ``E[phantoms]`` over the users is within the target (the
-    budget is shared, as the target is an average). They are then scored on the truth."""
+    :data:`SAFE_PHANTOMS` phantoms per user on average: each user's Avoid is the top-k of
+    its posteriors (``p``, whether it truly is a dislike) maximising ``E[F1] − λ
+    E[phantoms]``, for the smallest price ``λ`` at which the users' mean phantoms, counted
+    on the truth, are within the target (the budget is shared, as the target is an
+    average). The truth only sets the price: the posterior, a Gibbs approximation, is
+    overconfident (held to 0.05 *expected* phantoms it makes 0.1–0.2), and a ceiling must
+    meet the target it is compared at."""
     if not rankings:
         return 0.0, 0.0, 0.0
+    hits: list[tuple[int, int]] = []  # (true dislikes, size) of each user's Avoid
     for price in _PRICES:
-        chosen: list[tuple[int, float]] = []  # (k, expected phantoms) per user
+        hits = []
         for ranking in rankings:
-            best, best_k, best_fp, acc = 0.0, 0, 0.0, 0.0
+            best, best_k, acc = 0.0, 0, 0.0
             for k, (p, _) in enumerate(ranking, start=1):
                 acc += p
                 value = 2 * acc / (k + n_true) - price * (k - acc)
                 if value > best:
-                    best, best_k, best_fp = value, k, k - acc
-            chosen.append((best_k, best_fp))
-        if sum(fp for _, fp in chosen) / len(chosen) <= SAFE_PHANTOMS:
+                    best, best_k = value, k
+            hits.append((sum(truth for _, truth in ranking[:best_k]), best_k))
+        if _mean([float(k - tp) for tp, k in hits]) <= SAFE_PHANTOMS:
             break
-    hits = [
-        (sum(truth for _, truth in ranking[:k]), k)
-        for ranking, (k, _) in zip(rankings, chosen, strict=True)
-    ]
     return (
         _mean([2 * tp / (k + n_true) for tp, k in hits]),
         _mean([tp / n_true for tp, _ in hits]),
@@ -643,8 +642,8 @@ def table(rows: list[Row], title: str) -> str:
         "of a fit that knows the simulator's model and noise, on the same events"
     )
     lines.append(
-        f"  safeA: the Bayes decision's Avoid held to <= {SAFE_PHANTOMS} expected phantoms per "
-        "user on average (the issue's operating point); %safeA: the arm's avoid F1 as its share"
+        f"  safeA: the Bayes decision's Avoid held to <= {SAFE_PHANTOMS} phantoms per user on "
+        "average (the issue's operating point); %safeA: the arm's avoid F1 as its share"
     )
     for r in rows:
         if r.arm == "v3-pairwise" and ORACLE:

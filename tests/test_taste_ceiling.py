@@ -31,15 +31,20 @@ def test_certain_posteriors_name_exactly_the_dislikes(taste: ModuleType) -> None
 
 
 def test_the_phantom_budget_is_shared_between_users(taste: ModuleType) -> None:
-    """One user's uncertain pattern (p = 0.9: 0.1 expected phantoms) fits the budget of
-    0.05 a user only on average with a user who risks nothing; alone it does not."""
+    """0.05 phantoms a user on average: one confident mistake among 20 users fits, among
+    10 it does not, and the price that drops it is paid by that user's choice only."""
     sure = [(1.0, True), (0.0, False)]
+    wrong = [(0.9, False), (0.0, True)]
+    f1, _, phantoms = taste.safe_ceiling([wrong, *[sure] * 19], 3)
+    assert (f1, phantoms) == (pytest.approx(19 * 0.5 / 20), pytest.approx(1 / 20))
+    f1, _, phantoms = taste.safe_ceiling([wrong, *[sure] * 9], 3)
+    assert (f1, phantoms) == (pytest.approx(9 * 0.5 / 10), 0.0)
+
+
+def test_the_truth_sets_only_the_price(taste: ModuleType) -> None:
+    """An uncertain pattern that is a dislike is no phantom: kept at any budget."""
     risky = [(0.9, True), (0.0, False)]
-    assert taste.safe_ceiling([risky, sure], 3)[0] == pytest.approx((0.5 + 0.5) / 2)
-    assert taste.safe_ceiling([risky, risky], 3)[0] == 0.0  # 0.1 expected phantoms each
-    # and it is scored on the truth: a confident mistake counts as a phantom
-    wrong = [(0.99, False), (0.0, True)]
-    assert taste.safe_ceiling([wrong], 3) == (0.0, 0.0, 1.0)
+    assert taste.safe_ceiling([risky, risky], 3) == (pytest.approx(0.5), 1 / 3, 0.0)
 
 
 def test_without_a_bound_the_expected_f1_set_is_unchanged(taste: ModuleType) -> None:
