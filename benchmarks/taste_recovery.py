@@ -372,7 +372,7 @@ SAFE_PHANTOMS = 0.05
 _PRICES = (0.0, *(10 ** (x / 20) for x in range(-60, 61)))  # 0, then 0.001 … 1000
 
 
-def safe_ceiling(
+def held_bayes(
     rankings: Sequence[list[tuple[float, bool]]], n_true: int
 ) -> tuple[float, float, float]:
     """The mean avoid F1, recall and phantoms of the Bayes decision held to
@@ -381,8 +381,10 @@ def safe_ceiling(
     E[phantoms]``, for the smallest price ``λ`` at which the users' mean phantoms, counted
     on the truth, are within the target (the budget is shared, as the target is an
     average). The truth only sets the price: the posterior, a Gibbs approximation, is
-    overconfident (held to 0.05 *expected* phantoms it makes 0.1–0.2), and a ceiling must
-    meet the target it is compared at."""
+    overconfident (held to 0.05 *expected* phantoms it makes 0.1–0.2), and a reference
+    must meet the target it is compared at. It is no ceiling there: at this end of the
+    ranking the sampled posterior (an approximation) does worse than version 3's fit
+    (docs/quality.md, "The Bayes decision at the phantom target")."""
     if not rankings:
         return 0.0, 0.0, 0.0
     hits: list[tuple[int, int]] = []  # (true dislikes, size) of each user's Avoid
@@ -412,7 +414,7 @@ def bayes_ceiling(
     user: User, oracle: BayesOracle, seed: int, turn: int
 ) -> tuple[float, float, list[tuple[float, bool]]]:
     """(avoid F1, prefer F1) of the Bayes decision, and its dislike posteriors ranked,
-    each with whether the pattern truly is a dislike (for :func:`safe_ceiling`); the same
+    each with whether the pattern truly is a dislike (for :func:`held_bayes`); the same
     observations (open loop: every arm's) are decided once."""
     key = (seed, turn, hash(repr(oracle.obs)))
     if key not in _ORACLE_CACHE:
@@ -449,7 +451,7 @@ class Score:
     # and noise decides from the same events
     bayes_avoid_f1: float = 0.0
     bayes_prefer_f1: float = 0.0
-    bayes_ranking: list[tuple[float, bool]] = field(default_factory=list)  # safe_ceiling
+    bayes_ranking: list[tuple[float, bool]] = field(default_factory=list)  # held_bayes
 
 
 def prf(injected: set[str], truth: set[str]) -> tuple[float | None, float, float]:
@@ -547,7 +549,7 @@ class Row:
     ceiling_prefer_f1: float = 0.0
     bayes_avoid_f1: float = 0.0
     bayes_prefer_f1: float = 0.0
-    bayes_safe: tuple[float, float, float] = (0.0, 0.0, 0.0)  # safe_ceiling: F1, recall, phantoms
+    bayes_safe: tuple[float, float, float] = (0.0, 0.0, 0.0)  # held_bayes: F1, recall, phantoms
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -578,7 +580,7 @@ def aggregate(arm: str, n: int, scores: list[Score], n_dislike: int = 3) -> Row:
         ceiling_prefer_f1=_mean([s.ceiling_prefer_f1 for s in scores]),
         bayes_avoid_f1=_mean([s.bayes_avoid_f1 for s in scores]),
         bayes_prefer_f1=_mean([s.bayes_prefer_f1 for s in scores]),
-        bayes_safe=safe_ceiling([s.bayes_ranking for s in scores if s.bayes_ranking], n_dislike),
+        bayes_safe=held_bayes([s.bayes_ranking for s in scores if s.bayes_ranking], n_dislike),
         seeds_with_avoid=len(ap),
         seeds_with_prefer=len(pp),
     )
@@ -642,8 +644,9 @@ def table(rows: list[Row], title: str) -> str:
         "of a fit that knows the simulator's model and noise, on the same events"
     )
     lines.append(
-        f"  safeA: the Bayes decision's Avoid held to <= {SAFE_PHANTOMS} phantoms per user on "
-        "average (the issue's operating point); %safeA: the arm's avoid F1 as its share"
+        f"  safeA: the avoid F1 of the Bayes decision held to <= {SAFE_PHANTOMS} phantoms per user "
+        "on average (the issue's operating point; not a ceiling there: the sampled posterior "
+        "ranks its most certain dislikes less well than the fit does); %safeA: the arm's share"
     )
     for r in rows:
         if r.arm == "v3-pairwise" and ORACLE:
@@ -732,8 +735,8 @@ def targets_v4(rows: list[Row], arm: str = "v4-pairwise") -> list[tuple[str, boo
         share = a200.avoid_f1 / a200.bayes_safe_avoid_f1
         checks.append(
             (
-                f"200: avoid F1 >= 85 % of the Bayes ceiling at <= {SAFE_PHANTOMS} phantoms "
-                "(not the issue's wording: the data for a decision)",
+                f"200: avoid F1 >= 85 % of the Bayes decision held to <= {SAFE_PHANTOMS} "
+                "phantoms (not the issue's wording: data for a decision; no ceiling there)",
                 share >= 0.85,
                 f"{a200.avoid_f1:.3f} of {a200.bayes_safe_avoid_f1:.3f} ({share:.1%})",
             )

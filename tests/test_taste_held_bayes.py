@@ -1,6 +1,6 @@
-"""The Bayes ceiling held to the phantom target (benchmarks/taste_recovery.py,
-``safe_ceiling``; docs/quality.md, "The Bayes ceiling"): the decision it scores, on
-posteriors whose answer is known."""
+"""The Bayes decision held to the phantom target (benchmarks/taste_recovery.py,
+``held_bayes``; docs/quality.md, "The Bayes decision at the phantom target"): the
+decision it scores, on posteriors whose answer is known."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def taste() -> ModuleType:
 
 def test_certain_posteriors_name_exactly_the_dislikes(taste: ModuleType) -> None:
     ranking = [(1.0, True), (1.0, True), (0.0, False), (0.0, False)]
-    f1, recall, phantoms = taste.safe_ceiling([ranking, ranking], 3)
+    f1, recall, phantoms = taste.held_bayes([ranking, ranking], 3)
     assert (f1, recall, phantoms) == (pytest.approx(0.8), pytest.approx(2 / 3), 0.0)
 
 
@@ -35,20 +35,20 @@ def test_the_phantom_budget_is_shared_between_users(taste: ModuleType) -> None:
     10 it does not, and the price that drops it is paid by that user's choice only."""
     sure = [(1.0, True), (0.0, False)]
     wrong = [(0.9, False), (0.0, True)]
-    f1, _, phantoms = taste.safe_ceiling([wrong, *[sure] * 19], 3)
+    f1, _, phantoms = taste.held_bayes([wrong, *[sure] * 19], 3)
     assert (f1, phantoms) == (pytest.approx(19 * 0.5 / 20), pytest.approx(1 / 20))
-    f1, _, phantoms = taste.safe_ceiling([wrong, *[sure] * 9], 3)
+    f1, _, phantoms = taste.held_bayes([wrong, *[sure] * 9], 3)
     assert (f1, phantoms) == (pytest.approx(9 * 0.5 / 10), 0.0)
 
 
 def test_the_truth_sets_only_the_price(taste: ModuleType) -> None:
     """An uncertain pattern that is a dislike is no phantom: kept at any budget."""
     risky = [(0.9, True), (0.0, False)]
-    assert taste.safe_ceiling([risky, risky], 3) == (pytest.approx(0.5), 1 / 3, 0.0)
+    assert taste.held_bayes([risky, risky], 3) == (pytest.approx(0.5), 1 / 3, 0.0)
 
 
 def test_without_a_bound_the_expected_f1_set_is_unchanged(taste: ModuleType) -> None:
     prob = {"a": 0.9, "b": 0.6, "c": 0.2, "d": 0.05}
     # E[F1] of the top k with 3 true: 2·0.9/4, 2·1.5/5, 2·1.7/6, 2·1.75/7 → k = 2
     assert taste._expected_f1_set(prob, 3) == {"a", "b"}
-    assert taste.safe_ceiling([], 3) == (0.0, 0.0, 0.0)
+    assert taste.held_bayes([], 3) == (0.0, 0.0, 0.0)
