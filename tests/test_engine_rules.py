@@ -12,12 +12,13 @@ import re
 from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
 import creative_memory as cm
 from creative_memory import MemoryStore, Preference
+from creative_memory.engine.constants import SignalType
 from creative_memory.engine.derivation.base import clamp, confidence_of, drop_rung
 from creative_memory.engine.timeutil import MS_PER_DAY, fixed2, format_ts, parse_ts, u16len
 from tests.conftest import ManualClock, tag
@@ -25,16 +26,7 @@ from tests.conftest import ManualClock, tag
 U = "alice"
 T0 = "2024-01-01T00:00:00.000Z"
 
-ET, RAE, MR, RA, TU, TD, SR, AB = (
-    "explicit_tag",
-    "revert_after_edit",
-    "manual_refinement",
-    "repeated_acceptance",
-    "thumbs_up",
-    "thumbs_down",
-    "single_rejection",
-    "abandoned_generation",
-)
+ET, RAE, MR, RA, TU, TD, SR, AB = get_args(SignalType)  # in the weights' order
 
 
 def at(days: float, base: str = T0) -> str:

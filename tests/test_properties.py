@@ -10,12 +10,13 @@ import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from creative_memory import MIN_NEG_FLOOR, MemoryStore, RetrievalResult, build_prompt_block
+from creative_memory.engine.constants import SignalType
 from creative_memory.engine.timeutil import MS_PER_DAY, format_ts, parse_ts, u16len
 from tests.conftest import ManualClock
 
@@ -30,20 +31,7 @@ PATTERNS = [f"p{i}" for i in range(24)] + [
     "long_" * 12,
     *[f"{'w' * 100}{i}" for i in range(8)],  # cost 31 each
 ]
-SIGNAL_TYPES = [
-    "explicit_tag",
-    "explicit_tag",
-    "explicit_tag",
-    "explicit_tag",
-    "explicit_tag",
-    "revert_after_edit",
-    "manual_refinement",
-    "repeated_acceptance",
-    "thumbs_up",
-    "thumbs_down",
-    "single_rejection",
-    "abandoned_generation",
-]
+SIGNAL_TYPES = ["explicit_tag"] * 4 + list(get_args(SignalType))  # tags weighted 5 in 12
 PROJECTS = [None, None, None, "pa", "pb"]
 
 

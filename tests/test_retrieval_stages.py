@@ -4,26 +4,19 @@ the worked examples D–G of §11, and the prompt block of §8."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import msgspec
 import pytest
 
 from creative_memory import MemoryStore, Preference, RetrievalResult, build_prompt_block
+from creative_memory.engine.constants import SignalType
 from creative_memory.engine.timeutil import MS_PER_DAY, format_ts, parse_ts
 from tests.conftest import tag
 
 U = "alice"
 T0 = "2024-01-01T00:00:00.000Z"
-ET, RAE, MR, RA, TU, TD, AB = (
-    "explicit_tag",
-    "revert_after_edit",
-    "manual_refinement",
-    "repeated_acceptance",
-    "thumbs_up",
-    "thumbs_down",
-    "abandoned_generation",
-)
+ET, RAE, MR, RA, TU, TD, _SR, AB = get_args(SignalType)  # in the weights' order
 DOT = " \u00b7 "
 DASH = "\u2014"
 
