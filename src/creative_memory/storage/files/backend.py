@@ -234,15 +234,16 @@ class FileStorage:
             f.close()
             raise
 
-    def _decode_chunk(self, data: bytes | memoryview, path: Path, offset: int) -> list[Event]:
-        """The events of ``data`` — the log's bytes from ``offset`` on — in one call; on a
-        bad line, the per-line decoder names it by its line number in the file (counted
-        then, from the file's start: only a corrupt log pays for it)."""
+    def _decode_chunk(
+        self, data: bytes | memoryview, path: Path, fd: int, offset: int
+    ) -> list[Event]:
+        """The events of ``data`` — the bytes from ``offset`` on of the log open as ``fd``
+        — in one call; on a bad line, the per-line decoder names it by its line number in
+        the file (counted then, from the file's start: only a corrupt log pays for it)."""
         try:
             return decode_event_lines(data)
         except _DECODE_ERRORS:
-            with open(path, "rb") as f:
-                before = f.read(offset).count(b"\n")
+            before = os.pread(fd, offset, 0).count(b"\n")
             return self._decode_lines(bytes(data), path, before + 1)
 
     def event_count(self, user_id: str) -> int:
@@ -312,7 +313,7 @@ class FileStorage:
                 if nl < 0:
                     carry = data
                     continue
-                chunk = self._decode_chunk(memoryview(data)[:nl], path, end)  # (not copied)
+                chunk = self._decode_chunk(memoryview(data)[:nl], path, f.fileno(), end)
                 carry = data[nl + 1 :]
                 end += nl + 1
                 if sink is None:
@@ -367,8 +368,9 @@ class FileStorage:
             if cut < buf_start:  # pragma: no cover - the walk always reads back to `cut`
                 raise StorageError(f"{path}: internal error reading the log")
             body = buf[cut - buf_start : end - 1 - buf_start] if end - 1 > cut else b""
+            events = self._decode_chunk(body, path, fd, cut) if body else []
         return LogSnapshot(
-            events=self._decode_chunk(body, path, cut) if body else [],
+            events=events,
             generation=header.generation,
             end=end,
             base=base,
