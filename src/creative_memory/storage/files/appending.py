@@ -19,8 +19,6 @@ from creative_memory.storage.files.fsutil import fsync_dir
 
 LOG_FORMAT_VERSION = 1
 
-_DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError)
-
 
 class LogHeader(msgspec.Struct, kw_only=True, tag_field="kind", tag="header"):
     """First line of every log. ``generation`` changes on every rewrite; ``seq_floor`` is the
@@ -40,7 +38,7 @@ def decode_header(line: bytes, path: Path) -> LogHeader:
     """The header of the log at ``path`` from its first line (a ``StorageError`` if bad)."""
     try:
         return _header_decoder.decode(line)
-    except _DECODE_ERRORS as exc:
+    except msgspec.DecodeError as exc:
         raise StorageError(f"{path}: bad log header ({exc})") from exc
 
 
@@ -81,7 +79,7 @@ def prepare_tail(fd: int, path: Path) -> tuple[int, str, str]:
         return only.seq_floor, CHAIN_GENESIS, only.generation
     try:
         ev = decode_event(last)
-    except _DECODE_ERRORS as exc:
+    except msgspec.DecodeError as exc:
         raise StorageError(f"{path}: last line is not a valid event; refusing to append") from exc
     # The header's floor covers erased events that were newer than every survivor.
     first = os.pread(fd, 4096, 0)

@@ -64,8 +64,6 @@ SETTINGS_NAME = "settings.json"
 SNAPSHOT_NAME = "snapshot.json"
 
 
-_DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError)
-
 # The chain hash of an event line. Events are encoded with ``h`` before any free-text field,
 # and quotes inside JSON strings are escaped, so the first match is the event's own ``h``.
 _H_RE = re.compile(rb'"h":"([0-9a-f]{32})"')
@@ -197,7 +195,7 @@ class FileStorage:
         for i, line in enumerate(data.split(b"\n")):
             try:
                 events.append(decode_event(line))
-            except _DECODE_ERRORS as exc:
+            except msgspec.DecodeError as exc:
                 raise StorageError(
                     f"{path}: line {first_lineno + i} is not a valid event ({exc}); "
                     "the log is corrupt — restore it from a backup or an export"
@@ -242,7 +240,7 @@ class FileStorage:
         the file (counted then, from the file's start: only a corrupt log pays for it)."""
         try:
             return decode_event_lines(data)
-        except _DECODE_ERRORS:
+        except msgspec.DecodeError:
             before = os.pread(fd, offset, 0).count(b"\n")
             return self._decode_lines(bytes(data), path, before + 1)
 

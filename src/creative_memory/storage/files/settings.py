@@ -13,7 +13,6 @@ from creative_memory.engine.errors import StorageError
 from creative_memory.engine.settings import UserSettings
 
 _decoder = msgspec.json.Decoder(UserSettings)
-_DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError)
 
 Stamp = tuple[int, int, int]
 
@@ -42,7 +41,7 @@ class SettingsReader:
             return None
         try:
             settings = _decoder.decode(data)
-        except _DECODE_ERRORS as exc:
+        except msgspec.DecodeError as exc:
             raise StorageError(f"{path}: unreadable settings ({exc})") from exc
         self._seen[path] = (stamp, settings)
         return msgspec.structs.replace(settings)

@@ -26,7 +26,6 @@ _SINK_CHUNK = 4096  # events per call of a read_events sink
 
 _settings_decoder = msgspec.json.Decoder(UserSettings)
 _encoder = msgspec.json.Encoder()
-_DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError)
 
 
 class PostgresStorage:
@@ -65,7 +64,7 @@ class PostgresStorage:
     def _decode(self, user_id: str, seq: int, line: bytes) -> Event:
         try:
             return decode_event(line)
-        except _DECODE_ERRORS as exc:
+        except msgspec.DecodeError as exc:
             raise StorageError(
                 f"{self._db.described}: user {user_id} event seq {seq} is not a valid event "
                 f"({exc}); the log is corrupt — restore it from a backup or an export"
@@ -296,7 +295,7 @@ class PostgresStorage:
     def _decode_settings(self, user_id: str, text: str) -> UserSettings:
         try:
             return _settings_decoder.decode(text)
-        except _DECODE_ERRORS as exc:
+        except msgspec.DecodeError as exc:
             raise StorageError(
                 f"{self._db.described}: unreadable settings of user {user_id} ({exc})"
             ) from exc
