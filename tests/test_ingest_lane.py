@@ -521,6 +521,7 @@ def test_an_interruption_answers_every_call_of_its_batch(tmp_path: Path, where: 
     def interrupted(r: object) -> bool:
         return isinstance(r, RuntimeError) and "interrupted" in str(r)
 
+    before = set(threading.enumerate())
     results = asyncio.run(main())
     assert interrupted(results[1])
     if where == "loop":  # one batch: nothing of it is acknowledged
@@ -529,6 +530,9 @@ def test_an_interruption_answers_every_call_of_its_batch(tmp_path: Path, where: 
         assert all(r == [None] or interrupted(r) for r in results)
         assert asyncio.run(asyncio.wait_for(lane.run(lambda: 7), 10)) == 7
     assert lane.close(5)
+    for thread in set(threading.enumerate()) - before:  # the one the interruption ended
+        if thread.name == "creative-memory-lane":  # ends here, its warning filtered above
+            thread.join(5)
     store.close()
 
 
