@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from creative_memory import MemoryStore
+from creative_memory.app.derived import DerivedStates
 from creative_memory.app.lane import (
     LOOP_BATCH_EVENTS,
     LOOP_TURNS,
@@ -83,6 +84,52 @@ def test_a_deferred_append_is_not_durable_and_not_folded(tmp_path: Path) -> None
         assert memo.end < os.path.getsize(tmp_path / U / "events.jsonl")  # not folded
     assert len(store.list_preferences(U)) == 2
     assert storage.event_count(U) == 2
+    store.close()
+
+
+@pytest.mark.parametrize("version", ["1", "3"])
+def test_a_block_s_appends_are_folded_from_memory_once_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: str
+) -> None:
+    store = MemoryStore(tmp_path, derivation_version=version)
+    log = tmp_path / U / "events.jsonl"
+    store.ingest_signals(U, signals(2))
+    store.list_preferences(U)  # a state that ends where the block's appends begin
+    with store._states.deferred_appends():
+        for i in range(3):
+            store.ingest_signals(U, signals(1, 10 + i), records=False)
+        assert store._memo[U].end < os.path.getsize(log)  # not before the fsync
+    assert store._memo[U].end == os.path.getsize(log)  # folded once durable
+
+    def no_decoding(*args: object) -> None:
+        raise AssertionError("read back what was folded from memory")
+
+    monkeypatch.setattr(FileStorage, "_decode_chunk", no_decoding)
+    folded = [r.to_dict() for r in store.list_preferences(U)]
+    monkeypatch.undo()
+    assert folded == [r.to_dict() for r in MemoryStore(tmp_path, derivation_version=version)
+                      .list_preferences(U)]  # fmt: skip
+    assert len(folded) == 5
+    store.close()
+
+
+def test_a_block_that_fails_folds_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = MemoryStore(tmp_path)
+    store.ingest_signals(U, signals(1))
+    end = store._memo[U].end
+
+    def broken(path: Path, flags: int = os.O_RDONLY) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(deferred, "fsync_path", broken)
+    with pytest.raises(StorageError, match="fsync"), store._states.deferred_appends():
+        store.ingest_signals(U, signals(2, 1), records=False)
+    monkeypatch.undo()
+    assert store._memo[U].end == end  # not folded: the next read reads the file
+    assert [r.pattern for r in store.list_preferences(U)] == ["p0", "p1", "p2"]
+    nested = pytest.raises(RuntimeError, match="do not nest")
+    with store._states.deferred_appends(), nested, store._states.deferred_appends():
+        pass
     store.close()
 
 
@@ -241,7 +288,8 @@ def test_a_closed_lane_runs_what_was_queued_and_refuses_more(tmp_path: Path) -> 
 
 def test_a_store_without_deferred_sync_runs_calls_one_by_one() -> None:
     class NoDeferral:
-        _storage = object()
+        _storage = object()  # no deferred_sync: the states' block is a plain one
+        _states = DerivedStates(_storage, "3")  # type: ignore[arg-type]
 
     lane = IngestLane(NoDeferral())  # type: ignore[arg-type]
 
@@ -327,6 +375,7 @@ def test_calls_of_a_few_loop_turns_run_on_the_loop_as_one_batch(
     assert [e.artifact_id for e in assert_log_sound(tmp_path, U)][1:] == [
         f"a{i}" for i in range(10) if i != 3
     ]
+    assert store._memo[U].end == os.path.getsize(tmp_path / U / "events.jsonl")  # folded
     assert lanes.close(5)
     store.close()
 

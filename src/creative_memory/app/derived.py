@@ -91,6 +91,8 @@ class DerivedStates:
         self.user_locks: dict[str, threading.RLock] = {}
         self.published: dict[str, _Published] = {}  # read without a lock
         self.siblings: dict[str, DerivedStates] = {}  # other versions (see :meth:`of`)
+        # per thread: the appends of its open deferred block (see :meth:`deferred_appends`)
+        self.blocks = threading.local()
 
     def flush(self) -> None:
         """Write every pending derived state back (cache entry and snapshot)."""
@@ -122,6 +124,7 @@ class DerivedStates:
         (one critical section per user, whatever the version)."""
         other = DerivedStates(self.storage, version)
         other.memo_lock, other.user_locks = self.memo_lock, self.user_locks
+        other.blocks = self.blocks
         return other
 
     def forget_user(self, user_id: str) -> None:
@@ -409,14 +412,14 @@ class DerivedStates:
         from memory happens only if the user's lock is free at once."""
         if not records:
             appended = self.storage.append_positioned(user_id, events, if_settings=if_settings)
-            if not appended.durable:  # a deferred sync: readers see it once synced
-                return [None] * len(appended.events)
-            lock = self.user_lock(user_id)
-            if lock.acquire(blocking=False):  # busy: a read is deriving; the next one folds
-                try:
-                    self.continue_with(user_id, appended, ())
-                finally:
-                    lock.release()
+            if appended.durable:
+                self.continue_if_free(user_id, appended)
+            else:  # a deferred sync: folded once synced (see deferred_appends), if at all
+                pending: list[tuple[DerivedStates, str, Appended]] | None = getattr(
+                    self.blocks, "pending", None
+                )
+                if pending is not None:
+                    pending.append((self, user_id, appended))
             return [None] * len(appended.events)
         with self.user_lock(user_id):
             appended = self.storage.append_positioned(user_id, events, if_settings=if_settings)
@@ -427,6 +430,40 @@ class DerivedStates:
             if touched is None:
                 _, touched = self.refresh(user_id, seqs)
             return [touched.get(s) for s in seqs]
+
+    @contextlib.contextmanager
+    def deferred_appends(self) -> Iterator[None]:
+        """The storage's ``deferred_sync()`` block, for this thread's appends without
+        records (docs/storage.md, "One fsync for a batch"); once it has ended durable, each
+        of them is folded from memory as an append outside a block is
+        (:meth:`continue_if_free`), in the order they were made. Nothing is folded when the
+        block fails. A storage without such blocks gives a plain block (its appends are
+        durable, and folded, at once)."""
+        block = getattr(self.storage, "deferred_sync", None)
+        if block is None:
+            yield
+            return
+        if getattr(self.blocks, "pending", None) is not None:
+            raise RuntimeError("deferred_sync blocks do not nest")
+        pending: list[tuple[DerivedStates, str, Appended]] = []
+        self.blocks.pending = pending
+        try:
+            with block():
+                yield
+        finally:
+            self.blocks.pending = None
+        for states, user_id, appended in pending:
+            states.continue_if_free(user_id, appended)
+
+    def continue_if_free(self, user_id: str, appended: Appended) -> None:
+        """:meth:`continue_with` a durable ``appended`` if the user's lock is free at once
+        (busy: a read is deriving, and the next read folds it)."""
+        lock = self.user_lock(user_id)
+        if lock.acquire(blocking=False):
+            try:
+                self.continue_with(user_id, appended, ())
+            finally:
+                lock.release()
 
     def continue_with(
         self, user_id: str, appended: Appended, want_seqs: Sequence[int]

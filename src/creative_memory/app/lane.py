@@ -12,7 +12,9 @@ queue behind an fsync and the larger the next batch: the batch is the group comm
 
 Nothing is acknowledged before it is durable: if the batch's fsync fails, every call of
 the batch that did not fail on its own fails with that ``StorageError``. Readers of the
-store see a batch's events only once they are durable (``Appended.durable``). Calls keep
+store see a batch's events only once they are durable (``Appended.durable``); then they
+are folded from memory into the users' derived states (``deferred_appends`` of the
+store's states), so the next read need not read them back. Calls keep
 their arrival order, so the capture layer's ordering rules hold as they do for one caller.
 A store without deferred sync (PostgreSQL) runs each call on its own, one after the other;
 the daemon keeps its thread pool for such a store instead (docs/daemon.md).
@@ -81,8 +83,9 @@ class IngestLane:
 
     def __init__(self, store: MemoryStore) -> None:
         storage = store._storage
-        self._deferred: Callable[[], contextlib.AbstractContextManager[Any]] = getattr(
-            storage, "deferred_sync", contextlib.nullcontext
+        #: the batch's block: one fsync per log at its end, then its appends folded
+        self._deferred: Callable[[], contextlib.AbstractContextManager[Any]] = (
+            store._states.deferred_appends
         )
         #: holds users' locks if free now, without waiting (the file store): without it,
         #: every batch runs in the thread
