@@ -291,6 +291,30 @@ def test_memoised_timestamps_check_the_whole_form() -> None:
                 assert outcome(add_days_ts, text, k) == outcome(plain_add_days_ts, text, k), text
 
 
+def test_the_last_call_memos_give_the_plain_answers() -> None:
+    """``format_ts``, ``ts_to_ms`` and ``add_days_ts`` remember their last call with its
+    result: arguments repeated (a batch of events made at one instant) or alternating give
+    the plain answers, for the same objects and for equal ones."""
+    from datetime import UTC, datetime
+
+    def plain_format_ts(ms: int) -> str:
+        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + (
+            f"{ms % 1000:03d}Z"
+        )
+
+    rng = random.Random(3)
+    instants = [T0 + rng.randrange(-10**12, 10**12) for _ in range(60)]
+    calls = [ms for ms in instants for _ in range(3)] + instants[::-1] + instants[:2] * 5
+    for ms in calls:
+        text = format_ts(ms)
+        assert text == plain_format_ts(ms), ms
+        equal = "".join(text)  # an equal string, another object
+        for t in (text, equal, text):
+            assert ts_to_ms(t) == plain_ts_to_ms(t) == ms
+            for k in (7, 7, -3):
+                assert add_days_ts(t, k) == plain_add_days_ts(t, k)
+
+
 def test_times_read_in_one_block_are_ts_to_ms() -> None:
     rng = random.Random(11)
     texts = [

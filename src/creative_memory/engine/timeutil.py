@@ -149,6 +149,10 @@ def parse_ts(text: object, field: str = "timestamp") -> int:
 
 def format_ts(ms: int) -> str:
     """``YYYY-MM-DDTHH:MM:SS.mmmZ`` in UTC (JS ``toISOString``)."""
+    global _LAST_FORMATTED
+    last = _LAST_FORMATTED
+    if ms == last[0]:
+        return last[1]
     days, rem = divmod(ms, MS_PER_DAY)
     date = _DATES.get(days)
     if date is None:
@@ -161,10 +165,17 @@ def format_ts(ms: int) -> str:
     secs, millis = divmod(rem, 1000)
     h, secs = divmod(secs, 3600)
     mi, s = divmod(secs, 60)
-    return f"{date}{h:02d}:{mi:02d}:{s:02d}.{millis:03d}Z"
+    text = f"{date}{h:02d}:{mi:02d}:{s:02d}.{millis:03d}Z"
+    _LAST_FORMATTED = (ms, text)
+    return text
 
 
 _DATES: dict[int, str] = {}  # days since the epoch → "YYYY-MM-DDT" (format_ts)
+#: The last instant format_ts wrote and the last timestamp ts_to_ms read, with their
+#: results (one tuple each, replaced whole: safe across threads). The events of one batch,
+#: made at one instant, format and read the same timestamp one after the other.
+_LAST_FORMATTED: tuple[int, str] = (0, "1970-01-01T00:00:00.000Z")
+_LAST_READ: tuple[str, int] = ("1970-01-01T00:00:00.000Z", 0)
 
 
 _DATE_SHIFT_CACHE: dict[tuple[str, int], str] = {}
@@ -173,7 +184,12 @@ _DATE_SHIFT_CACHE: dict[tuple[str, int], str] = {}
 def add_days_ts(text: str, k: int) -> str:
     """``format_ts(ts_to_ms(text) + k days)`` for a valid timestamp, fast for normalised
     input: whole days leave the time of day unchanged in UTC, so only the date moves (and
-    date shifts are memoised — logs have many events per day)."""
+    date shifts are memoised — logs have many events per day; the last call is remembered
+    with its result, as in :func:`ts_to_ms`)."""
+    global _LAST_SHIFTED
+    last = _LAST_SHIFTED
+    if text == last[0] and k == last[1]:
+        return last[2]
     if len(text) == 24 and _NORMALISED_RE.fullmatch(text):
         key = (text[:10], k)
         date = _DATE_SHIFT_CACHE.get(key)
@@ -183,8 +199,14 @@ def add_days_ts(text: str, k: int) -> str:
             if len(_DATE_SHIFT_CACHE) > 4096:
                 _DATE_SHIFT_CACHE.clear()
             _DATE_SHIFT_CACHE[key] = date
-        return date + text[10:]
+        shifted = date + text[10:]
+        _LAST_SHIFTED = (text, k, shifted)
+        return shifted
     return format_ts(ts_to_ms(text) + k * MS_PER_DAY)
+
+
+#: (text, k, add_days_ts(text, k)) of the last call
+_LAST_SHIFTED: tuple[str, int, str] = ("1970-01-01T00:00:00.000Z", 0, "1970-01-01T00:00:00.000Z")
 
 
 _DAYS_CACHE: dict[str, int] = {}
@@ -200,14 +222,21 @@ def ts_to_ms(text: str) -> int:
     Only a date and an ``HH:MM`` of a timestamp that matched the normalised form enter the
     memos, so when both are there the rest of the form is checked by hand — the separators
     and ``str.isdecimal`` for the digits, which is what the pattern's ``\\d`` matches —
-    instead of by the pattern (docs/performance.md, "Cold derivation (third pass)")."""
+    instead of by the pattern (docs/performance.md, "Cold derivation (third pass)"). The
+    last timestamp read is remembered with its result (:data:`_LAST_READ`)."""
+    global _LAST_READ
+    last = _LAST_READ
+    if text == last[0]:
+        return last[1]
     if len(text) == 24:
         days = _DAYS_CACHE.get(text[:10])
         minutes = _MINUTES_CACHE.get(text[11:16])
         if days is not None and minutes is not None and text[10] == "T":
             sms = text[17:19] + text[20:23]
             if text[16] == ":" and text[19] == "." and text[23] == "Z" and sms.isdecimal():
-                return (days * 1440 + minutes) * 60_000 + int(sms)
+                ms = (days * 1440 + minutes) * 60_000 + int(sms)
+                _LAST_READ = (text, ms)
+                return ms
     if _NORMALISED_RE.fullmatch(text):
         date = text[:10]
         days = _DAYS_CACHE.get(date)
