@@ -253,10 +253,10 @@ def ts_to_ms(text: str) -> int:
                 _MINUTES_CACHE.clear()
             _MINUTES_CACHE[hhmm] = minutes
         return (days * 1440 + minutes) * 60_000 + int(text[17:19] + text[20:23])
-    ms = try_parse_ts(text)
-    if ms is None:  # pragma: no cover - callers only pass validated timestamps
+    parsed = try_parse_ts(text)
+    if parsed is None:  # pragma: no cover - callers only pass validated timestamps
         raise ValidationError("timestamp", f'timestamp "{text}" is not a valid ISO date string')
-    return ms
+    return parsed
 
 
 #: Positions of the digits and of the separators in ``YYYY-MM-DDTHH:MM:SS.mmmZ``.
