@@ -14,10 +14,13 @@ import operator
 from itertools import repeat
 from typing import Any
 
-from creative_memory.engine.derivation.v2.features import content_id
+import msgspec
+
+from creative_memory.engine.derivation.v2.features import FeatureKey, content_id
 from creative_memory.engine.derivation.v2.model import Model
 from creative_memory.engine.derivation.v2.state import QUIET, DerivedStateV2
 from creative_memory.engine.derivation.v3.model import FitV3, ModelV3, positions
+from creative_memory.engine.events import SignalEvent
 from creative_memory.engine.ids import bucket_of_scope, scope_of
 from creative_memory.engine.models import DecayResult, Preference
 
@@ -35,6 +38,8 @@ class DerivedStateV3(DerivedStateV2):
         # bucket → (records, the previous records, those of them replaced, the records made)
         # of the last records_for that started from the previous materialisation
         self._delta: dict[str | None, tuple[list[Preference], ...]] = {}
+        # (bucket, feature, polarity) → what apply returns for its signals (see _stub)
+        self._stubs: dict[tuple[str | None, FeatureKey, str], Preference] = {}
 
     def materialize(self) -> None:
         """Version 2's materialisation; a bucket whose records were rebuilt at a few
@@ -168,6 +173,18 @@ class DerivedStateV3(DerivedStateV2):
         out["lower_bound"] = abs(out["estimate"]) - self.table.z(record.polarity) * sd
         return out
 
+    def _stub(self, bucket_id: str | None, key: FeatureKey, ev: SignalEvent) -> Preference:
+        """What :meth:`apply` returns for a signal: version 2's record of the feature's
+        identity, made once per (bucket, feature, polarity) and returned again after —
+        :meth:`report` reads only that identity, and every field it copies from a stub
+        (when the last fit did not know the feature) is the same for every signal of it.
+        Not to be changed by its receiver."""
+        at = (bucket_id, key, ev.polarity)
+        stub = self._stubs.get(at)
+        if stub is None:
+            stub = self._stubs[at] = super()._stub(bucket_id, key, ev)
+        return stub
+
     def report(self, rec: Preference) -> Preference:
         """The record an append returns, without fitting: the feature's counts, sources,
         tags and times as of this event, on the strength and polarity of the last fit
@@ -180,13 +197,17 @@ class DerivedStateV3(DerivedStateV2):
             return super().export_record(rec)
         live = self.bucket_for(bucket_id).live(rec.preference_type, rec.pattern, rec.polarity)
         base = live if live is not None else rec
-        out = base.copy()
-        out.id = content_id(bucket_id, key, base.polarity)
-        out.sources, out.accept_count, out.reject_count, out.explicit_tags, out.decay_at = (
-            f.summary()
+        sources, accepts, rejects, tags, decay_at = f.summary()  # (new lists)
+        return msgspec.structs.replace(
+            base,
+            id=content_id(bucket_id, key, base.polarity),
+            sources=sources,
+            accept_count=accepts,
+            reject_count=rejects,
+            explicit_tags=tags,
+            decay_at=decay_at,
+            last_seen=f.last_seen,
+            source_event_count=f.events,
+            derivation_version=self.version,
+            last_derived_event_seq=self.last_seq,
         )
-        out.last_seen = f.last_seen
-        out.source_event_count = f.events
-        out.derivation_version = self.version
-        out.last_derived_event_seq = self.last_seq
-        return out
