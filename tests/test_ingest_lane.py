@@ -36,7 +36,6 @@ from creative_memory.http import DaemonConfig, ThreadedDaemon
 from creative_memory.storage import FileStorage
 from creative_memory.storage.files import deferred
 from tests.conftest import held_elsewhere, tag
-from tests.test_storage_contract import sig
 from tests.test_storage_durability import assert_log_sound
 
 U = "lane_user"
@@ -464,7 +463,8 @@ def test_the_daemon_ingests_through_the_lane_and_writers_share_fsyncs(
         lock = threading.Lock()
 
         def writer(c: int) -> None:
-            with httpx.Client(base_url=d.url, headers={"Authorization": f"Bearer {token}"}) as h:
+            headers = {"Authorization": f"Bearer {token}"}
+            with httpx.Client(base_url=d.url, headers=headers, timeout=20) as h:
                 for k in range(each):
                     art = f"w{c}-{k}"
                     event = {
@@ -474,7 +474,12 @@ def test_the_daemon_ingests_through_the_lane_and_writers_share_fsyncs(
                         "artifact_meta": {"signals": [{"preference_type": "layout",
                                                        "pattern": f"p{c}"}]},
                     }  # fmt: skip
-                    r = h.post("/api/v1/events", json=event)
+                    try:
+                        r = h.post("/api/v1/events", json=event)
+                    except httpx.HTTPError as exc:  # a stall: said here, not in a warning
+                        with lock:
+                            failures.append(f"{art}: {exc!r}")
+                        return
                     with lock:
                         if r.status_code == 200 and r.json()["accepted"] == 1:
                             acknowledged.append(art)
@@ -518,17 +523,16 @@ def test_a_lane_closed_by_a_shutdown_meanwhile_answers_503(
         d.daemon.closed = False
 
 
-def test_holding_if_free_creates_nothing_waits_for_nobody_and_makes_others_wait(
+def test_the_lock_probe_creates_nothing_and_sees_holders_in_other_processes(
     tmp_path: Path,
 ) -> None:
     import subprocess
     import sys
 
     storage = FileStorage(tmp_path)
-    with storage.hold_if_free(["nobody"]) as held:  # no directory: nobody holds it
-        assert held
-    assert not (tmp_path / "nobody").exists()
+    assert storage.lock_is_free("nobody") and not (tmp_path / "nobody").exists()
     storage.ensure_user_dir(U)
+    assert storage.lock_is_free(U)
     holder = subprocess.Popen(  # another process holds the user's lock until stdin closes
         [sys.executable, "-c",
          "import sys; from creative_memory.storage import FileStorage\n"
@@ -538,83 +542,15 @@ def test_holding_if_free_creates_nothing_waits_for_nobody_and_makes_others_wait(
     )  # fmt: skip
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-        with storage.hold_if_free([U, "nobody"]) as held:
-            assert not held
+        assert not storage.lock_is_free(U)
     finally:
         assert holder.stdin is not None
         holder.stdin.close()
         holder.wait(10)
-    with held_elsewhere(storage.locked(U)):  # a thread of this process
-        with storage.hold_if_free([U]) as held:
-            assert not held
-        with FileStorage(tmp_path).hold_if_free([U]) as held:  # another object, same dir
-            assert not held
-    # held: this thread's own appends take the lock again at once; others wait for the block
-    taken = threading.Event()
-
-    def other_thread() -> None:
-        with storage.locked(U):
-            taken.set()
-
-    with storage.hold_if_free([U]) as held:
-        assert held
-        waiter = threading.Thread(target=other_thread)
-        waiter.start()
-        storage.append(U, [sig("p0")])
-        with storage.locked(U), FileStorage(tmp_path).locked(U):
-            pass
-        assert not taken.wait(0.2)
-        probe = subprocess.run(  # another process cannot take it either
-            [sys.executable, "-c",
-             "import fcntl, os, sys\n"
-             "fd = os.open(sys.argv[1], os.O_RDWR)\n"
-             "try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
-             "except BlockingIOError: print('busy')", str(tmp_path / U / ".lock")],
-            capture_output=True, text=True, check=True,
-        )  # fmt: skip
-        assert probe.stdout == "busy\n"
-    assert taken.wait(10)
-    waiter.join()
-    with storage.hold_if_free([U]) as held:  # let go: free again
-        assert held
-    assert len(assert_log_sound(tmp_path, U)) == 1
-
-
-def test_a_rewrite_that_starts_during_a_loop_batch_waits_for_it(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path)
-    storage = store._storage
-    assert isinstance(storage, FileStorage)
-    store.ingest_signals(U, signals(1, 99))
-    lane = IngestLanes(store).of(U)
-    order: list[str] = []
-    started = threading.Event()
-
-    def rewrite() -> None:  # e.g. a forget in another thread of the daemon
-        started.set()
-        with storage.locked(U):
-            order.append("rewrite")
-
-    rewriter = threading.Thread(target=rewrite)
-
-    def call(i: int) -> int:
-        if i == 0:  # the rewrite asks for the lock after the batch began
-            rewriter.start()
-            assert started.wait(10)
-            rewriter.join(0.1)
-        store.ingest_signals(U, signals(1, i), records=False)
-        order.append(f"a{i}")
-        return i
-
-    async def main() -> list[int]:
-        calls = [lane.run(functools.partial(call, i), user=U) for i in range(3)]
-        return await asyncio.wait_for(asyncio.gather(*calls), 10)
-
-    assert asyncio.run(main()) == [0, 1, 2]
-    rewriter.join(10)
-    assert order == ["a0", "a1", "a2", "rewrite"]  # the batch did not wait for the rewrite
-    assert (lane.on_loop, lane._thread) == (1, None)
-    assert lane.close(5)
-    store.close()
+    assert storage.lock_is_free(U)
+    with storage.locked(U):  # a thread of this process
+        assert not storage.lock_is_free(U)
+        assert not FileStorage(tmp_path).lock_is_free(U)  # the same directory, another object
 
 
 class Interrupted(BaseException):
@@ -690,7 +626,12 @@ def test_loop_batches_and_the_ticker_deliver_the_same_artifacts_without_a_stall(
                     tag = {**edit, "event": "explicit_tag_applied", "artifact_id": f"t{c}-{k}",
                            "tag_text": "love this"}  # fmt: skip
                     tag.pop("diff")
-                    r = h.post("/api/v1/events", json=[edit, tag])
+                    try:
+                        r = h.post("/api/v1/events", json=[edit, tag])
+                    except httpx.HTTPError as exc:  # a stall: said here, not in a warning
+                        with lock:
+                            failures.append(f"t{c}-{k}: {exc!r}")
+                        return
                     with lock:
                         if r.status_code != 200 or r.json()["rejected"]:
                             failures.append(r.text)
@@ -719,10 +660,10 @@ def test_a_lock_check_that_fails_sends_the_batch_to_the_thread(
     assert isinstance(store._storage, FileStorage)
     lane = IngestLanes(store).of(U)
 
-    def unreadable(users: object) -> Any:
+    def unreadable(user: str) -> bool:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(lane, "_hold", unreadable)
+    monkeypatch.setattr(lane, "_free", unreadable)
 
     async def main() -> list[Any]:
         calls = [lane.run(ingest(store, U, i), user=U) for i in range(3)]

@@ -24,10 +24,11 @@ there without waiting: the calls made within :data:`LOOP_TURNS` turns of the loo
 batch, run the same way right there — no thread, no hand-off of the interpreter lock, one
 fsync — as long as the lane's thread has nothing queued or running (order), the batch
 holds at most :data:`LOOP_BATCH_EVENTS` events, and nobody holds the lock of any of its
-users (a rewrite: a forget, a reset, an import, a write-back, another process). The batch
-takes those locks without waiting, or not at all, and holds them until it is durable, so a
-rewrite that starts meanwhile waits for the batch instead of the batch for the rewrite.
-Otherwise the batch goes to the thread, where it may wait.
+users (a rewrite: a forget, a reset, an import, a write-back, another process).
+Otherwise the batch goes to the thread, where it may wait. That check does not keep the
+locks: a call may wait for another thread's delivery of the same artifact (the capture
+ticker's), which needs the user's lock, so a batch that kept it would deadlock the loop
+(docs/daemon.md, "The ingest lane").
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import contextlib
 import threading
 import zlib
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Final, Generic, TypeVar
 
 from creative_memory.app.store import MemoryStore
@@ -87,11 +88,8 @@ class IngestLane:
         self._deferred: Callable[[], contextlib.AbstractContextManager[Any]] = (
             store._states.deferred_appends
         )
-        #: holds users' locks if free now, without waiting (the file store): without it,
-        #: every batch runs in the thread
-        self._hold: Callable[[Iterable[str]], contextlib.AbstractContextManager[bool]] | None = (
-            getattr(storage, "hold_if_free", None)
-        )
+        #: whether a user's lock is free now (the file store); without it, the thread only
+        self._free: Callable[[str], bool] | None = getattr(storage, "lock_is_free", None)
         self._queue: deque[_Call[Any]] = deque()
         self._cond = threading.Condition()
         self._closed = False
@@ -113,7 +111,7 @@ class IngestLane:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         call = _Call(fn, loop, future, user, events)
-        if user is None or self._hold is None:
+        if user is None or self._free is None:
             self._to_thread([call])
         else:
             if self._closed:
@@ -161,38 +159,35 @@ class IngestLane:
             loop.call_soon(self._run_here, loop, turns - 1)
             return
         batch = self._here.pop(loop)
-        with contextlib.ExitStack() as stack:
-            try:
-                if not self._hold_here(batch, stack):
-                    self._to_thread(batch, closed_too=True)
-                    return
-            except Exception as exc:  # (no thread to be had) nothing ran: each call is told
-                for call in batch:
-                    call.error = exc
-                _answer(batch)
+        try:
+            if not self._may_run_here(batch):
+                self._to_thread(batch, closed_too=True)
                 return
-            self.on_loop += 1
-            try:
-                self._execute(batch)
-            finally:  # (also after an interruption: every call is answered)
-                stack.close()  # the locks go before the answers
-                _answer(batch)
+        except Exception as exc:  # (no thread to be had) nothing ran: each call is told
+            for call in batch:
+                call.error = exc
+            _answer(batch)
+            return
+        self.on_loop += 1
+        try:
+            self._execute(batch)
+        finally:  # (also after an interruption: every call is answered)
+            _answer(batch)
 
-    def _hold_here(self, batch: list[_Call[Any]], stack: contextlib.ExitStack) -> bool:
-        """Whether ``batch`` may run on the loop, holding (on ``stack``) its users' locks
-        if so: the thread has nothing queued or running, the batch holds at most
-        :data:`LOOP_BATCH_EVENTS` events, and nobody holds its users' locks now — they are
-        taken without waiting, or not at all (a check that fails says no: the thread will
-        meet the failure and report it)."""
-        hold = self._hold
-        assert hold is not None
+    def _may_run_here(self, batch: list[_Call[Any]]) -> bool:
+        """Whether ``batch`` may run on the loop: the thread has nothing queued or running,
+        the batch holds at most :data:`LOOP_BATCH_EVENTS` events, nobody holds its users'
+        locks (a check that fails says no: the thread will meet the failure and report
+        it)."""
+        free = self._free
+        assert free is not None
         with self._cond:
             if self._queue or self._busy:
                 return False
         if sum(call.events for call in batch) > LOOP_BATCH_EVENTS:
             return False
         try:
-            return stack.enter_context(hold({call.user for call in batch if call.user}))
+            return all(free(user) for user in {call.user for call in batch if call.user})
         except Exception:
             return False
 

@@ -22,7 +22,7 @@ import contextlib
 import os
 import re
 import secrets
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -170,11 +170,9 @@ class FileStorage:
         """Hold the user's lock (threads of this process and other processes)."""
         return self._locks.locked(user_id)
 
-    def hold_if_free(self, user_ids: Iterable[str]) -> contextlib.AbstractContextManager[bool]:
-        """Hold the users' locks for the block only if nobody holds any of them now, without
-        waiting; yields whether it did. This thread's appends inside take them without
-        waiting; other threads and processes wait for the block (docs/storage.md)."""
-        return self._locks.hold_if_free(user_ids)
+    def lock_is_free(self, user_id: str) -> bool:
+        """Whether nobody holds the user's lock at this moment (a hint: it is not taken)."""
+        return self._locks.is_free(user_id)
 
     # -- queries ---------------------------------------------------------------------------
     def user_exists(self, user_id: str) -> bool:
