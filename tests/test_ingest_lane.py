@@ -403,6 +403,46 @@ def test_a_held_lock_sends_the_batch_to_the_thread_and_later_calls_follow_it(
     store.close()
 
 
+def test_a_loop_batch_may_wait_for_another_thread_s_append_of_its_user(tmp_path: Path) -> None:
+    """A call of a loop batch may wait for another thread that is appending to the same
+    user — the capture ticker delivering an artifact holds that artifact's turn while it
+    appends, and an ingest of the same artifact waits for the turn. So the batch must not
+    keep the user's lock while its calls run: the other thread would wait for the lock,
+    the batch for the turn, and the event loop would stop for good."""
+    store = MemoryStore(tmp_path)
+    store.ingest_signals(U, signals(1, 99))  # the user's lock file exists
+    lane = IngestLanes(store).of(U)
+    turn = threading.Lock()  # the artifact's turn, taken by the other thread first
+    holding, started = threading.Event(), threading.Event()
+
+    def ticker() -> None:
+        with turn:
+            holding.set()
+            assert started.wait(10)  # the loop batch runs, and waits for the turn
+            store.ingest_signals(U, signals(1, 50), records=False)  # takes the user's lock
+
+    def call() -> str:
+        started.set()
+        if not turn.acquire(timeout=10):
+            raise AssertionError("the other thread could not append: it waits for the batch")
+        turn.release()
+        store.ingest_signals(U, signals(1, 51), records=False)
+        return "delivered"
+
+    other = threading.Thread(target=ticker)
+    other.start()
+    assert holding.wait(10)
+    try:
+        assert asyncio.run(asyncio.wait_for(lane.run(call, user=U), 30)) == "delivered"
+    finally:
+        other.join(30)
+    assert not other.is_alive()
+    assert lane.on_loop == 1 and lane._thread is None  # it ran on the loop, and waited there
+    assert [e.artifact_id for e in assert_log_sound(tmp_path, U)] == ["a99", "a50", "a51"]
+    assert lane.close(5)
+    store.close()
+
+
 def test_a_batch_of_many_events_runs_in_the_thread(tmp_path: Path) -> None:
     store = MemoryStore(tmp_path)
     lane = IngestLanes(store).of(U)
