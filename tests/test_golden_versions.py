@@ -589,14 +589,7 @@ def differences(want: Any, got: Any, path: str = "$", limit: int = 12) -> list[s
 
 #: Versions whose arithmetic is pure Python, identical on every machine.
 PURE_PYTHON = frozenset({"1"})
-#: Every other version fits through numpy/BLAS: their last float digits depend on the
-#: CPU's kernels (OpenBLAS picks them per processor; numpy's SIMD ``exp`` too), so on a
-#: machine other than the kind that wrote the file (``v<version>.machine``, a fingerprint)
-#: they are compared up to :data:`FLOAT_NOISE` relative — every other value, every float
-#: of a pure-Python version, and every float on the writing kind of machine exactly
-#: (docs/architecture.md, "Determinism"). A new version is a numpy one unless it is listed
-#: in :data:`PURE_PYTHON`, so it cannot fail on a machine kind its author did not have.
-#: (:data:`MACHINE_FLOATS`, below the registry's list of versions.)
+#: How far (relative) a float of a numpy version may move on another kind of machine.
 FLOAT_NOISE = 1e-9
 
 
@@ -639,6 +632,14 @@ def mismatch_report(version: str, want: bytes, got: bytes) -> str:
 
 # -- tests -----------------------------------------------------------------------------------
 VERSIONS = known_versions()
+#: Every version but the pure-Python ones fits through numpy/BLAS: its last float digits
+#: depend on the CPU's kernels (OpenBLAS picks them per processor; numpy's SIMD ``exp``
+#: too), so on a machine other than the kind that wrote the file (``v<version>.machine``,
+#: a fingerprint) they are compared up to :data:`FLOAT_NOISE` relative — every other value,
+#: every float of a pure-Python version, and every float on the writing kind of machine
+#: exactly (docs/architecture.md, "Determinism"). A new version counts as a numpy one unless
+#: it is listed in :data:`PURE_PYTHON`, so it cannot fail only on a processor its author
+#: did not have.
 MACHINE_FLOATS = frozenset(VERSIONS) - PURE_PYTHON
 
 
