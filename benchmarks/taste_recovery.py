@@ -82,6 +82,7 @@ class SimConfig:
     accept_threshold: float = 0.3
     edit_rate: float = 0.15  # accepted artifacts that are also edited and saved
     thumbs_share: float = 0.5  # rejections given as thumbs-down (else abandoned)
+    tag_share: float = 0.0  # rejections given as a "not this" tag on the listed features
     variant_resample: float = 0.5  # per type, variant B resamples A's pattern
     closed_loop: bool = False
     prefer_boost: float = 3.0  # closed loop: weight of a Prefer pattern in its type
@@ -174,7 +175,13 @@ class Recorder:
         return format_ts(START_MS + turn * TURN_MS)
 
     def unary(
-        self, turn: int, signal_type: str, polarity: str, art: str, feats: list[Feat]
+        self,
+        turn: int,
+        signal_type: str,
+        polarity: str,
+        art: str,
+        feats: list[Feat],
+        tag_text: str | None = None,
     ) -> None:
         at = self._ts(turn)
         for t, p in feats:  # one handler call = one signal per listed feature
@@ -191,6 +198,7 @@ class Recorder:
                     scope="global",
                     artifact_id=art,
                     session_id="s",
+                    tag_text=tag_text,
                 )
             )
 
@@ -514,7 +522,9 @@ def run_arm(seed: int, arm: str, cfg: SimConfig, checkpoints: Sequence[int]) -> 
                 rec.unary(turn, "repeated_acceptance", "positive", art_a, listed)
                 if r_edit < cfg.edit_rate:
                     rec.unary(turn, "manual_refinement", "positive", art_a, listed)
-            elif r_thumbs < cfg.thumbs_share:
+            elif r_thumbs < cfg.tag_share:  # (none by default: the same stream)
+                rec.unary(turn, "explicit_tag", "negative", art_a, listed, "not this")
+            elif r_thumbs < cfg.tag_share + (1.0 - cfg.tag_share) * cfg.thumbs_share:
                 rec.unary(turn, "thumbs_down", "negative", art_a, listed)
             else:
                 rec.unary(turn, "abandoned_generation", "negative", art_a, listed)

@@ -82,6 +82,25 @@ def test_an_explicit_negative_tag_is_avoided_at_once() -> None:
     assert lists(log, "3") == ([], [])
 
 
+def test_a_tag_on_two_listed_features_floors_both_even_when_comparisons_clear_one() -> None:
+    """Version 4's known limit (docs/quality.md, "Version 4 with tags"): the statement
+    floor trusts a tag for every feature its artifact listed. The demo's chapter 8 — "not
+    this" on neon posters whose extractor also lists their bold_sans headlines, then three
+    choices of calm pastels over neon with the same font — leaves version 3 avoiding neon
+    alone, while version 4 avoids bold_sans too, at the floor."""
+    bold, calm = ("typography", "bold_sans"), ("color", "calm_pastels")
+    log = Log()
+    for i in range(3):
+        log.signal("explicit_tag", "negative", [NEON, bold], artifact=f"k{i}", tag_text="not this")
+    for _ in range(3):
+        log.compare([calm, bold], [NEON, bold])
+    assert lists(log, "3")[0] == ["neon_palette"]
+    assert lists(log)[0] == ["neon_palette", "bold_sans"]
+    st = derive(log.events, "4")
+    floored = next(r for r in st.global_records if r.pattern == "bold_sans")
+    assert floored.signal_strength == V4_TABLE.statement_floor
+
+
 def test_a_reversal_drops_the_avoid_at_the_first_acceptance() -> None:
     """The documented rule: an Avoid on unary evidence is dropped as soon as its lower
     bound falls under the threshold — after five rejections, one acceptance does it."""
