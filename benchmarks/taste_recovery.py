@@ -8,7 +8,9 @@ extractor lists. A noisy user
 
 * in a unary turn accepts the artifact (``generation_accepted``; sometimes also edits it,
   ``artifact_edited_and_saved``) or rejects it (``thumbs_rated`` down, or
-  ``generation_abandoned``) by its utility plus noise;
+  ``generation_abandoned``; with ``--set tag_share=…`` that share of rejections is a "not
+  this" ``explicit_tag_applied``, forwarded to every listed feature as hosts do) by its
+  utility plus noise;
 * in a pairwise turn (a share of turns) is shown two variants and picks one, by utility plus
   noise.
 
