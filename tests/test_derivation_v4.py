@@ -83,11 +83,12 @@ def test_an_explicit_negative_tag_is_avoided_at_once() -> None:
 
 
 def test_a_tag_on_two_listed_features_floors_both_even_when_comparisons_clear_one() -> None:
-    """Version 4's known limit (docs/quality.md, "Version 4 with tags"): the statement
-    floor trusts a tag for every feature its artifact listed. The demo's chapter 8 — "not
-    this" on neon posters whose extractor also lists their bold_sans headlines, then three
-    choices of calm pastels over neon with the same font — leaves version 3 avoiding neon
-    alone, while version 4 avoids bold_sans too, at the floor."""
+    """Version 4's known limit (docs/quality.md, "Version 4 on fresh seeds, and with
+    tags"): the statement floor trusts a tag for every feature its artifact listed. The
+    demo's chapter 8 — "not this" on neon posters whose extractor also lists their
+    bold_sans headlines, then three choices of calm pastels over neon with the same font —
+    leaves version 3 avoiding neon alone, while version 4 avoids bold_sans too, at the
+    floor."""
     bold, calm = ("typography", "bold_sans"), ("color", "calm_pastels")
     log = Log()
     for i in range(3):
