@@ -593,6 +593,39 @@ def test_the_lock_probe_creates_nothing_and_sees_holders_in_other_processes(
         assert not FileStorage(tmp_path).lock_is_free(U)  # the same directory, another object
 
 
+def test_a_lock_probe_that_fails_keeps_no_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A probe whose lock file cannot be opened (out of descriptors, a permission) raises —
+    the lane then sends the batch to its thread — and leaves the user's lock free: the
+    appends after it do not wait forever."""
+    from creative_memory.storage.files import locks
+
+    storage = FileStorage(tmp_path)
+    storage.ensure_user_dir(U)
+    real_open = os.open
+
+    def no_descriptors(path: Any, *args: Any, **kwargs: Any) -> int:
+        if str(path).endswith(locks.LOCK_NAME):
+            raise OSError(24, "Too many open files")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", no_descriptors)
+    with pytest.raises(OSError):
+        storage.lock_is_free(U)
+    monkeypatch.undo()
+    assert storage.lock_is_free(U)
+    done = threading.Event()
+
+    def append() -> None:
+        with storage.locked(U):
+            done.set()
+
+    worker = threading.Thread(target=append, daemon=True)
+    worker.start()
+    assert done.wait(10), "the probe kept the user's lock"
+
+
 class Interrupted(BaseException):
     """An interruption that is not an ``Exception`` (as KeyboardInterrupt is)."""
 

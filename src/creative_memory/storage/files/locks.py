@@ -48,6 +48,9 @@ class UserLocks:
         except FileNotFoundError:  # no directory: nobody can hold its lock
             tlock.release()
             return True
+        except BaseException:  # (e.g. out of descriptors) the thread lock is not kept
+            tlock.release()
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
