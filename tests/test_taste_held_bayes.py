@@ -52,3 +52,33 @@ def test_without_a_bound_the_expected_f1_set_is_unchanged(taste: ModuleType) -> 
     # E[F1] of the top k with 3 true: 2·0.9/4, 2·1.5/5, 2·1.7/6, 2·1.75/7 → k = 2
     assert taste._expected_f1_set(prob, 3) == {"a", "b"}
     assert taste.held_bayes([], 3) == (0.0, 0.0, 0.0)
+
+
+def test_tag_share_turns_rejections_into_tags_on_the_listed_features(
+    taste: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--set tag_share=…`` (docs/quality.md, "Version 4 on fresh seeds, and with tags"):
+    that share of the rejections becomes a "not this" tag on the listed features; at 0 the
+    interaction stream is the one recorded before the option existed."""
+    recorded: list[tuple[str, str | None, int]] = []
+    unary = taste.Recorder.unary
+
+    def spy(self: object, turn: int, kind: str, polarity: str, art: str, feats: list[object],
+            tag_text: str | None = None) -> None:  # fmt: skip
+        recorded.append((kind, tag_text, len(feats)))
+        unary(self, turn, kind, polarity, art, feats, tag_text)
+
+    monkeypatch.setattr(taste.Recorder, "unary", spy)
+    runs: dict[float, list[tuple[str, str | None, int]]] = {}
+    for share in (0.0, 1.0):
+        recorded.clear()
+        taste.run_arm(7, "v3-pairwise", taste.SimConfig(tag_share=share), (50,))
+        runs[share] = list(recorded)
+    kinds = {kind for kind, _, _ in runs[0.0]}
+    assert "explicit_tag" not in kinds and {"thumbs_down", "abandoned_generation"} <= kinds
+    tags = [r for r in runs[1.0] if r[0] == "explicit_tag"]
+    assert tags and all(t == "not this" and n == 3 for _, t, n in tags)  # every listed one
+    assert not {"thumbs_down", "abandoned_generation"} & {kind for kind, _, _ in runs[1.0]}
+    # the same turns: only the rejections' kind changed
+    assert [k if k not in ("thumbs_down", "abandoned_generation") else "explicit_tag"
+            for k, _, _ in runs[0.0]] == [k for k, _, _ in runs[1.0]]  # fmt: skip
