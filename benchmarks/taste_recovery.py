@@ -438,7 +438,7 @@ def bayes_ceiling(
 
 
 # -- one arm -------------------------------------------------------------------------------
-ARMS = ("v1-unary", "v2-pairwise", "v2-unary", "v3-pairwise", "v4-pairwise")
+ARMS = ("v1-unary", "v2-pairwise", "v2-unary", "v3-pairwise", "v4-pairwise", "v5-pairwise")
 
 
 @dataclass
@@ -830,8 +830,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(line)
         for line in versus(rows, "v4-pairwise", "v3-pairwise"):
             print(line)
-        for name, passed, detail in targets_v4(rows):
-            print(f"  [{'PASS' if passed else 'FAIL'}] v4 {name}: {detail}")
+        for line in versus(rows, "v5-pairwise", "v3-pairwise"):
+            print(line)
+        for arm in ("v4-pairwise", "v5-pairwise"):
+            for name, passed, detail in targets_v4(rows, arm):
+                print(f"  [{'PASS' if passed else 'FAIL'}] {arm[:2]} {name}: {detail}")
         print()
         report[mode] = {"config": asdict(cfg), "rows": [asdict(r) for r in rows]}
     if args.json:

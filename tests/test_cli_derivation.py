@@ -74,7 +74,7 @@ def test_derivation_alone_shows_what_is_in_force(cli: Cli) -> None:
     alone, show = cli.ok("derivation"), cli.ok("derivation", "show")
     assert alone.out == show.out
     assert show.out.startswith("Derivation for alice: v3 in force (the default).")
-    assert "Known versions: 1, 2, 3, 4" in show.out and "Switches: none" in show.out
+    assert "Known versions: 1, 2, 3, 4, 5" in show.out and "Switches: none" in show.out
     doc = cli.json("derivation")
     assert doc == cli.json("derivation", "show")
     assert doc == {
@@ -82,7 +82,7 @@ def test_derivation_alone_shows_what_is_in_force(cli: Cli) -> None:
         "in_force": "3",
         "default": "3",
         "chosen": False,
-        "known": ["1", "2", "3", "4"],
+        "known": ["1", "2", "3", "4", "5"],
         "history": [],
     }
     # the global --derivation-version is the default for a user who has not chosen

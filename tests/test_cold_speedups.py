@@ -93,7 +93,7 @@ def verdicts(n: int, n_patterns: int, seed: int) -> list[Event]:
     return [msgspec.structs.replace(ev, seq=k) for k, ev in enumerate(out[:n], 1)]
 
 
-@pytest.mark.parametrize("version", ["2", "3", "4"])
+@pytest.mark.parametrize("version", ["2", "3", "4", "5"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_version_2_bulk_fold_is_the_event_by_event_fold(version: str, seed: int) -> None:
     events = verdicts(2_500, 15, seed)
@@ -383,7 +383,7 @@ def fold_streamed(version: str, events: list[Event], rng: random.Random, most: i
     return state
 
 
-@pytest.mark.parametrize("version", ["1", "2", "3", "4"])
+@pytest.mark.parametrize("version", ["1", "2", "3", "4", "5"])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_a_fold_streamed_in_chunks_is_the_event_by_event_fold(version: str, seed: int) -> None:
     events = history(1_500, 4, seed) if version == "1" else verdicts(1_500, 12, seed)

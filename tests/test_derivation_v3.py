@@ -196,7 +196,7 @@ def reference_report(state: DerivedState, ev: SignalEvent) -> Any:
     return out
 
 
-@pytest.mark.parametrize("version", ["3", "4"])
+@pytest.mark.parametrize("version", ["3", "4", "5"])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_an_append_reports_what_the_reference_reports(version: str, seed: int) -> None:
     from creative_memory.engine.derivation.registry import new_state

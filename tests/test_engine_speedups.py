@@ -249,7 +249,9 @@ def test_bucket_patch_builds_the_indexes_replace_builds(seed: int) -> None:
     assert indexes(patched) == indexes(rebuilt)
 
 
-@pytest.mark.parametrize(("version", "extras"), [("3", False), ("4", False), ("3", True)])
+@pytest.mark.parametrize(
+    ("version", "extras"), [("3", False), ("4", False), ("5", False), ("3", True)]
+)
 def test_incremental_records_and_indexes_are_a_cold_derivation(version: str, extras: bool) -> None:
     events = history(1_400, 110, 6, extras=extras)
     rng = random.Random(6)

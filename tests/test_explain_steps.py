@@ -25,7 +25,7 @@ from tests.test_time_travel import T0, signal
 TYPES = ("color", "layout")
 PATTERNS = [f"p{i}" for i in range(6)]
 KINDS = ("explicit_tag", "thumbs_up", "thumbs_down", "single_rejection", "repeated_acceptance")
-JOINT = ("2", "3", "4")
+JOINT = ("2", "3", "4", "5")
 
 
 def history(tmp_path: Path, version: str, seed: int = 7, n: int = 160) -> list[Event]:

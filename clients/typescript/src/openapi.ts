@@ -676,7 +676,7 @@ export interface components {
              * @description A derivation version (docs/engine.md).
              * @enum {string}
              */
-            version: "1" | "2" | "3" | "4";
+            version: "1" | "2" | "3" | "4" | "5";
         };
         /**
          * SettingsUpdate
@@ -1684,7 +1684,7 @@ export interface operations {
     previewDerivation: {
         parameters: {
             query: {
-                version: "1" | "2" | "3" | "4";
+                version: "1" | "2" | "3" | "4" | "5";
                 project_id?: string;
             };
             header?: never;

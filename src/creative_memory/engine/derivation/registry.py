@@ -16,6 +16,7 @@ from creative_memory.engine.derivation.v1 import DerivedStateV1
 from creative_memory.engine.derivation.v2 import DerivedStateV2
 from creative_memory.engine.derivation.v3 import DerivedStateV3
 from creative_memory.engine.derivation.v4 import DerivedStateV4
+from creative_memory.engine.derivation.v5 import DerivedStateV5
 from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.events import Event
 
@@ -26,6 +27,7 @@ VERSIONS: Final[Mapping[str, type[DerivedState]]] = MappingProxyType(
         "2": DerivedStateV2,
         "3": DerivedStateV3,
         "4": DerivedStateV4,
+        "5": DerivedStateV5,
     }
 )
 

@@ -216,14 +216,18 @@ class Model:
         self, quad: Mapping[str, float], b_c: Mapping[str, Any], beta: Any
     ) -> dict[str, float]:
         """Each noise class's residual variance per unit of weight at the first pass's
-        ``beta`` (``quad[c] = βᵀ G_c β``), with the table's prior guess."""
+        ``beta`` (``quad[c] = βᵀ G_c β``), with the prior guess :meth:`noise_prior`."""
         nu0 = self.table.sigma_prior_rows
-        s0 = self.table.sigma_prior
         noise: dict[str, float] = {}
         for c in sorted(self.nrows):
             rss = float(self.yy[c]) - 2.0 * float(beta @ b_c[c]) + quad[c]
-            noise[c] = (max(rss, 0.0) + nu0 * s0) / (self.nrows[c] + nu0)
+            noise[c] = (max(rss, 0.0) + nu0 * self.noise_prior(c)) / (self.nrows[c] + nu0)
         return noise
+
+    def noise_prior(self, noise_class: str) -> float:
+        """The prior guess of ``noise_class``'s residual variance per row (versions 2–4:
+        the table's ``sigma_prior`` for every class)."""
+        return self.table.sigma_prior
 
     def canonical_layout(
         self,

@@ -98,6 +98,7 @@ class DerivedStateV3(DerivedStateV2):
             strength[j] = float(strength[j]) * factor ** int(steps[j])
         contested = (cu * cr < 0.0) & (np.minimum(np.abs(cu), np.abs(cr)) >= contest)
         status = np.where(info[:, 3] != 0, 2, np.where(contested, 1, 0))
+        strength = self.raise_stated(model, fit, positive, strength, status)
         # what each record depends on besides its feature's identity (``events`` and
         # ``decay_at_ms``; last_seen changes only with ``events``). A record whose inputs are
         # unchanged is kept (provenance updated); a new feature is a new position.
@@ -150,6 +151,15 @@ class DerivedStateV3(DerivedStateV2):
         if prev is not None:
             self._delta[bucket_id] = (out, p_recs, replaced, made)
         return out
+
+    def raise_stated(
+        self, model: ModelV3, fit: FitV3, positive: Any, strength: Any, status: Any
+    ) -> Any:
+        """The strengths of ``fit.keys`` (after the record rules and decay) as a later version's
+        rule for explicit statements raises them, before :meth:`records_for` compares them
+        with the last materialisation's; version 3 has no such rule (``strength`` as is).
+        ``status`` is 0 for a stable record, 1 under review, 2 archived."""
+        return strength
 
     def decay(self, now_ms: int, *, apply: bool) -> DecayResult:
         """Version 2's decay pass; a pass that changes features marks them all changed for

@@ -63,46 +63,56 @@ class DerivedStateV4(DerivedStateV3):
         out = super().evidence_for(record)
         model = self.models[bucket_of_scope(record.scope)]
         f = model.features[(record.preference_type, record.pattern)]
-        table = self.table
-        bound = min(max(out["lower_bound"] / table.full_effect, 0.0), 1.0)
-        provisional = bool(out["provisional"])
-        capped = min(bound, table.provisional_cap) if provisional else bound
-        decayed = capped * table.decay_factor**f.decay_steps
-        status = record.polarity_status
-        floor = stated(f, record.polarity) > 0 and status == "stable"
-        crosses = record.signal_strength >= INJECTION_THRESHOLD and status == "stable"
-        if status != "stable":
-            why = f"not injected: the record is {status}"
-        elif crosses and floor and decayed < INJECTION_THRESHOLD:
-            why = "injected: an explicit tag states it (statement floor)"
-        elif crosses:
-            why = (
-                f"injected: the lower bound {bound:.2f} of the effect, as a strength, "
-                f"reaches the threshold {INJECTION_THRESHOLD:.2f}"
-            )
-        elif provisional and bound >= INJECTION_THRESHOLD > capped:
-            why = "not injected: unary evidence only, capped"
-        elif bound >= INJECTION_THRESHOLD:
-            why = f"not injected: decayed by {f.decay_steps} step(s)"
-        else:
-            need = INJECTION_THRESHOLD * table.full_effect + table.z(record.polarity) * out["sd"]
-            why = (
-                f"not injected: the estimate {abs(out['estimate']):.3f} is under "
-                f"{need:.3f}, the size it needs at its uncertainty "
-                f"(z {table.z(record.polarity):.2f} · sd {out['sd']:.3f} + "
-                f"{INJECTION_THRESHOLD:.2f} · full effect {table.full_effect:.2f})"
-            )
-        out["injection"] = {
-            "threshold": INJECTION_THRESHOLD,
-            "lower_bound_strength": bound,
-            "after_provisional_cap": capped,
-            "after_decay": decayed,
-            "statement_floor": table.statement_floor if floor else None,
-            "strength": record.signal_strength,
-            "crosses": crosses,
-            "why": why,
-        }
+        floor = stated(f, record.polarity) > 0 and record.polarity_status == "stable"
+        out["injection"] = injection(self.table, out, f, record, floor=floor)
         return out
 
 
-__all__ = ["STATEMENT_KIND", "DerivedStateV4", "stated"]
+def injection(
+    table: V4Table, evidence: dict[str, Any], f: Feature, record: Preference, *, floor: bool
+) -> dict[str, Any]:
+    """The injection decision of ``record`` from its version-3 ``evidence`` (estimate, sd,
+    lower bound, provisional): the lower bound as a strength, after the provisional cap and
+    decay, the statement floor (``floor``: it applies to the record), the final strength,
+    whether it crosses the injection threshold and, in one sentence, why or what holds it
+    back."""
+    bound = min(max(evidence["lower_bound"] / table.full_effect, 0.0), 1.0)
+    provisional = bool(evidence["provisional"])
+    capped = min(bound, table.provisional_cap) if provisional else bound
+    decayed = capped * table.decay_factor**f.decay_steps
+    status = record.polarity_status
+    crosses = record.signal_strength >= INJECTION_THRESHOLD and status == "stable"
+    if status != "stable":
+        why = f"not injected: the record is {status}"
+    elif crosses and floor and decayed < INJECTION_THRESHOLD:
+        why = "injected: an explicit tag states it (statement floor)"
+    elif crosses:
+        why = (
+            f"injected: the lower bound {bound:.2f} of the effect, as a strength, "
+            f"reaches the threshold {INJECTION_THRESHOLD:.2f}"
+        )
+    elif provisional and bound >= INJECTION_THRESHOLD > capped:
+        why = "not injected: unary evidence only, capped"
+    elif bound >= INJECTION_THRESHOLD:
+        why = f"not injected: decayed by {f.decay_steps} step(s)"
+    else:
+        need = INJECTION_THRESHOLD * table.full_effect + table.z(record.polarity) * evidence["sd"]
+        why = (
+            f"not injected: the estimate {abs(evidence['estimate']):.3f} is under "
+            f"{need:.3f}, the size it needs at its uncertainty "
+            f"(z {table.z(record.polarity):.2f} · sd {evidence['sd']:.3f} + "
+            f"{INJECTION_THRESHOLD:.2f} · full effect {table.full_effect:.2f})"
+        )
+    return {
+        "threshold": INJECTION_THRESHOLD,
+        "lower_bound_strength": bound,
+        "after_provisional_cap": capped,
+        "after_decay": decayed,
+        "statement_floor": table.statement_floor if floor else None,
+        "strength": record.signal_strength,
+        "crosses": crosses,
+        "why": why,
+    }
+
+
+__all__ = ["STATEMENT_KIND", "DerivedStateV4", "injection", "stated"]
