@@ -483,9 +483,13 @@ def test_project_toggles(cli: Cli) -> None:
     assert "Project landing now ignores alice's global memory." in r.out
     assert cli.json("inspect")["settings"]["disabled_projects"] == ["landing"]
     doc = cli.json("inspect", "--project", "landing")
-    assert doc["retrieval"]["positives"] == [] and doc["retrieval"]["negatives"] == []
+    # only the project's own memory: its one "love this" (about serif_headings alone)
+    assert [r["pattern"] for r in doc["retrieval"]["positives"]] == ["serif_headings"]
+    assert {r["scope"] for r in doc["retrieval"]["positives"]} == {"project:landing"}
+    assert doc["retrieval"]["negatives"] == []
     assert doc["retrieval"]["diagnostics"][0]["type"] == "project_global_memory_disabled"
-    assert cli.ok("prompt", "--project", "landing").out == ""
+    block = cli.ok("prompt", "--project", "landing").out
+    assert "serif_headings" in block and "airy_spacing" not in block and "neon" not in block
     assert "airy_spacing" in cli.ok("prompt", "--project", "other").out
     # a project with no memory yet can be disabled (a new host project)
     cli.ok("project-disable", "brand-new")

@@ -13,13 +13,15 @@ from typing import Any
 import msgspec
 import pytest
 
+from creative_memory import DERIVATION_VERSION as D
 from creative_memory import CaptureLayer, MemoryStore
 from creative_memory.app.service import MemoryService
 from creative_memory.engine.timeutil import try_parse_ts
 from tests.test_cli import TEACH, Cli, one_line_error, tag
 
-#: Three negative tags and one positive: under version 3 neither reaches the block, under
-#: version 1 neon_palette does (a preview with an injection change and a block diff).
+#: Three negative tags and one positive, each about one pattern alone: under the default
+#: (version 5) both reach the block at the statement floor, under version 1 only
+#: neon_palette does (a preview with an injection change and a block diff).
 SWITCHY = [
     *(tag("neon_palette", "too noisy", artifact=f"n{i}", ts=f"2026-03-01T10:0{i}:00Z")
       for i in range(3)),
@@ -73,14 +75,14 @@ def tree(root: Path) -> dict[str, str]:
 def test_derivation_alone_shows_what_is_in_force(cli: Cli) -> None:
     alone, show = cli.ok("derivation"), cli.ok("derivation", "show")
     assert alone.out == show.out
-    assert show.out.startswith("Derivation for alice: v3 in force (the default).")
+    assert show.out.startswith(f"Derivation for alice: v{D} in force (the default).")
     assert "Known versions: 1, 2, 3, 4, 5" in show.out and "Switches: none" in show.out
     doc = cli.json("derivation")
     assert doc == cli.json("derivation", "show")
     assert doc == {
         "user_id": "alice",
-        "in_force": "3",
-        "default": "3",
+        "in_force": D,
+        "default": D,
         "chosen": False,
         "known": ["1", "2", "3", "4", "5"],
         "history": [],
@@ -92,22 +94,22 @@ def test_derivation_alone_shows_what_is_in_force(cli: Cli) -> None:
 def test_use_switches_records_the_switch_and_switches_back(cli: Cli) -> None:
     cli.teach()
     r = cli.ok("derivation", "use", "2")
-    assert r.out.startswith("Derivation version 2 now in force for alice (was v3)")
-    assert "`creative-memory derivation use 3` switches back" in r.out
+    assert r.out.startswith(f"Derivation version 2 now in force for alice (was v{D})")
+    assert f"`creative-memory derivation use {D}` switches back" in r.out
     assert cli.json("inspect")["derivation_version"] == "2"  # inspect shows the version
     again = cli.ok("derivation", "use", "2")
     assert again.out.startswith("Derivation version 2 is already in force for alice;")
     assert "nothing changed." in again.out
     assert cli.json("derivation", "use", "2")["changed"] is False
-    back = cli.json("derivation", "use", "3")
+    back = cli.json("derivation", "use", D)
     assert back["changed"] is True and back["previous"] == "2"
-    assert back["derivation_version"] == "3" and "settings" in back
+    assert back["derivation_version"] == D and "settings" in back
     info = cli.json("derivation")
-    assert info["in_force"] == "3" and info["chosen"] is True
-    assert [(c["previous"], c["version"]) for c in info["history"]] == [("3", "2"), ("2", "3")]
-    assert "v3 -> v2" in cli.ok("derivation").out
+    assert info["in_force"] == D and info["chosen"] is True
+    assert [(c["previous"], c["version"]) for c in info["history"]] == [(D, "2"), ("2", D)]
+    assert f"v{D} -> v2" in cli.ok("derivation").out
     # the chosen version wins over the default of the store the CLI opens
-    assert cli.json("--derivation-version", "1", "derivation")["in_force"] == "3"
+    assert cli.json("--derivation-version", "1", "derivation")["in_force"] == D
 
 
 def test_use_of_an_unknown_version_is_a_usage_error_and_writes_nothing(cli: Cli) -> None:
@@ -123,15 +125,17 @@ def test_preview_shows_records_the_injected_set_and_the_block_diff(cli: Cli) -> 
     cli.teach(SWITCHY)
     out = cli.ok("derivation", "preview", "--to", "1").out
     lines = out.splitlines()
-    assert lines[0] == "Derivation v3 -> v1 for alice (global memory) · preview, nothing is written"
+    assert lines[0] == (
+        f"Derivation v{D} -> v1 for alice (global memory) · preview, nothing is written"
+    )
     assert "Records: 2 differ, 0 unchanged" in out
-    row = next(line for line in lines if "color/neon_palette" in line and "changed" in line)
-    assert "signal_strength" in row and "avoid 0.00" in row
+    row = next(line for line in lines if "layout/airy_spacing" in line and "changed" in line)
+    assert "signal_strength" in row and "prefer 0.50 medium" in row and "prefer 0.15 low" in row
     assert "Memory block: records in and out" in out
-    inj = next(line for line in lines if line.startswith("  + avoid color/neon_palette"))
-    assert "below the injection threshold" in inj
-    assert "--- v3" in lines and "+++ v1" in lines
-    assert any(line.startswith("+") and "neon_palette" in line for line in lines)
+    inj = next(line for line in lines if line.startswith("  - prefer layout/airy_spacing"))
+    assert "after: strength 0.15 below the injection threshold" in inj
+    assert f"--- v{D}" in lines and "+++ v1" in lines
+    assert "-Prefer (medium): airy_spacing" in lines and " Avoid (medium): neon_palette" in lines
 
 
 def test_preview_json_is_the_services_answer_and_a_preview_writes_nothing(cli: Cli) -> None:
@@ -141,19 +145,19 @@ def test_preview_json_is_the_services_answer_and_a_preview_writes_nothing(cli: C
     assert tree(cli.root) == before
     expected = MemoryService(cli.store()).preview("alice", "1")
     assert doc == msgspec.to_builtins(expected)
-    assert doc["from_version"] == "3" and doc["to_version"] == "1"
-    assert [i["pattern"] for i in doc["change"]["injection"]] == ["neon_palette"]
+    assert doc["from_version"] == D and doc["to_version"] == "1"
+    assert [i["pattern"] for i in doc["change"]["injection"]] == ["airy_spacing"]
     assert doc["change"]["block_changed"] is True
     assert cli.json("derivation")["chosen"] is False  # previewing is not switching
 
 
 def test_preview_to_the_version_in_force_and_for_a_project(cli: Cli) -> None:
     cli.teach()
-    out = cli.ok("derivation", "preview", "--to", "3", "--project", "landing").out
+    out = cli.ok("derivation", "preview", "--to", D, "--project", "landing").out
     assert "(project landing)" in out.splitlines()[0]
     assert "Records: 0 differ" in out and "Generation block: unchanged" in out
     assert "Memory block: the same records injected" in out
-    doc = cli.json("derivation", "preview", "--to", "3", "--project", "landing")
+    doc = cli.json("derivation", "preview", "--to", D, "--project", "landing")
     assert doc["project_id"] == "landing" and doc["change"]["records"] == []
 
 
@@ -199,7 +203,7 @@ def test_inspect_at_seq_is_a_store_fed_only_the_first_events(
         assert first.startswith(f"Right after event {n}, recorded ")
     else:
         assert first.startswith("Before the first event")
-    assert f"· derivation v3 · {n} event" in first
+    assert f"· derivation v{D} · {n} event" in first
     assert "as_of" not in cli.json("inspect")  # the present has no point
 
 
@@ -283,9 +287,9 @@ def test_the_past_survives_a_switch_and_forgetting_stays_forgotten(cli: Cli) -> 
     cli.teach()
     cli.ok("derivation", "use", "2")
     point = cli.json("inspect", "--at-seq", "3")["as_of"]
-    assert point["derivation_version"] == "3"  # the version in force when event 3 came
-    assert cli.json("inspect", "--at-seq", str(len(TEACH)))["as_of"]["derivation_version"] == "3"
-    cli.ok("derivation", "use", "3")
+    assert point["derivation_version"] == D  # the version in force when event 3 came
+    assert cli.json("inspect", "--at-seq", str(len(TEACH)))["as_of"]["derivation_version"] == D
+    cli.ok("derivation", "use", D)
     cli.ok("forget", "color", "neon_palette")
     for n in range(len(TEACH) + 1):
         doc = cli.json("inspect", "--at-seq", str(n))

@@ -17,6 +17,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from creative_memory import DERIVATION_VERSION as D
 from creative_memory import __version__
 from creative_memory.cli.demo import EMPTY_BLOCK, DemoStep, demo_document, render_text, run_demo
 from creative_memory.cli.main import main
@@ -94,7 +95,7 @@ def test_json_document_shape(doc: dict[str, Any]) -> None:
         }
         assert step["diagnostics"] == [d["trace"] for d in step["retrieval"]["diagnostics"]]
         # every chapter runs on version 1 but the last, which re-derives with version 2
-        assert step["derivation_version"] == ("3" if step is doc["steps"][-1] else "1")
+        assert step["derivation_version"] == (D if step is doc["steps"][-1] else "1")
         for rec in step["records"]:
             assert set(rec) == PREFERENCE_FIELDS
             assert rec["derivation_version"] == step["derivation_version"]
@@ -110,7 +111,7 @@ def test_json_document_shape(doc: dict[str, Any]) -> None:
 
 def test_pairwise_chapter_shows_version_2_explaining_a_rider_away(doc: dict[str, Any]) -> None:
     v1, v2 = _steps(doc, "pairwise")
-    assert (v1["derivation_version"], v2["derivation_version"]) == ("1", "3")
+    assert (v1["derivation_version"], v2["derivation_version"]) == ("1", D)
     kinds = [a["payload"]["event"] for a in v1["actions"]]
     assert kinds == ["explicit_tag_applied"] * 3 + ["pairwise_comparison"] * 3
     for a in v1["actions"][3:]:  # the wire format of api.md's on_pairwise_comparison

@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from creative_memory import DERIVATION_VERSION as D
 from creative_memory import MemoryStore
 from creative_memory.app.service import MemoryService
 from creative_memory.engine.derivation.registry import known_versions
@@ -58,7 +59,7 @@ def root(tmp_path: Path) -> Path:
 @pytest.fixture
 def store(root: Path, clock: ManualClock) -> MemoryStore:
     clock.set("2026-03-01T09:00:00Z")
-    return MemoryStore(root, clock=clock)  # the library's default version (3)
+    return MemoryStore(root, clock=clock)  # the library's default version
 
 
 @pytest.fixture
@@ -89,8 +90,8 @@ def test_derivation_shows_switches_and_switches_back(api: Api, store: MemoryStor
     info = api.get("/api/v1/derivation").json()
     assert info == {
         "user_id": "default",
-        "in_force": "3",
-        "default": "3",
+        "in_force": D,
+        "default": D,
         "chosen": False,
         "known": list(known_versions()),
         "history": [],
@@ -101,10 +102,10 @@ def test_derivation_shows_switches_and_switches_back(api: Api, store: MemoryStor
     assert api.post("/api/v1/derivation", json={"version": "1"}).json()["changed"] is False
     info = api.get("/api/v1/derivation").json()
     assert info["in_force"] == "1" and info["chosen"] is True
-    assert info["history"] == [{"at": "2026-03-02T09:00:00.000Z", "version": "1", "previous": "3"}]
+    assert info["history"] == [{"at": "2026-03-02T09:00:00.000Z", "version": "1", "previous": D}]
     assert api.get("/api/v1/memory").json()["derivation_version"] == "1"
-    assert api.post("/api/v1/derivation", json={"version": "3"}).json()["changed"] is True
-    assert api.get("/api/v1/derivation").json()["in_force"] == "3"
+    assert api.post("/api/v1/derivation", json={"version": D}).json()["changed"] is True
+    assert api.get("/api/v1/derivation").json()["in_force"] == D
     # the library sees the same switch: one setting, every surface
     assert MemoryService(store).derivation("default").history[-1].previous == "1"
 
@@ -124,7 +125,7 @@ def test_a_bad_switch_is_a_422_naming_the_key_and_changes_nothing(
     before = tree(root)
     assert_problem(api.post("/api/v1/derivation", json=body), 422, field)
     assert tree(root) == before
-    assert api.get("/api/v1/derivation").json()["in_force"] == "3"
+    assert api.get("/api/v1/derivation").json()["in_force"] == D
 
 
 def test_preview_is_the_services_answer_and_writes_nothing(
@@ -136,19 +137,21 @@ def test_preview_is_the_services_answer_and_writes_nothing(
     assert tree(root) == before
     doc = r.json()
     assert doc == msgspec.to_builtins(MemoryService(store).preview("default", "1"))
-    assert (doc["from_version"], doc["to_version"], doc["project_id"]) == ("3", "1", None)
+    assert (doc["from_version"], doc["to_version"], doc["project_id"]) == (D, "1", None)
     change = doc["change"]
-    assert [(i["pattern"], i["change"]) for i in change["injection"]] == [("neon_palette", "in")]
+    # the default takes the one "love this" about airy_spacing alone at its word; version 1
+    # needs three tags
+    assert [(i["pattern"], i["change"]) for i in change["injection"]] == [("airy_spacing", "out")]
     assert any("below the injection threshold" in x for x in change["injection"][0]["reasons"])
-    assert change["block_changed"] is True and change["block_before"] == ""
-    assert "neon_palette" in change["block_after"]
+    assert change["block_changed"] is True and "airy_spacing" in change["block_before"]
+    assert "neon_palette" in change["block_after"] and "airy_spacing" not in change["block_after"]
     # switching then gives exactly the previewed block
     api.post("/api/v1/derivation", json={"version": "1"})
     assert api.get("/api/v1/prompt").text == change["block_after"]
 
 
 def test_preview_to_the_version_in_force_changes_nothing(api: Api) -> None:
-    doc = api.get("/api/v1/derivation/preview", params={"version": "3", "project_id": "p"}).json()
+    doc = api.get("/api/v1/derivation/preview", params={"version": D, "project_id": "p"}).json()
     assert doc["project_id"] == "p"
     assert doc["change"]["records"] == [] and doc["change"]["injection"] == []
     assert doc["change"]["block_changed"] is False and doc["change"]["unchanged"] == 2
@@ -178,7 +181,7 @@ def test_memory_at_seq_is_a_store_fed_only_the_first_events(
 ) -> None:
     doc = api.get("/api/v1/memory", params={"at_seq": n}).json()
     assert doc["as_of"]["at_seq"] == n and doc["as_of"]["events"] == n
-    assert doc["event_count"] == n and doc["derivation_version"] == "3"
+    assert doc["event_count"] == n and doc["derivation_version"] == D
     assert doc["as_of"]["recorded_at"] == ("" if n == 0 else HISTORY[n - 1][0][:-1] + ".000Z")
     fresh_root = tmp_path / "fresh"
     fresh = InProcess(fresh_root, MemoryStore(fresh_root, clock=clock))
@@ -235,16 +238,19 @@ def test_explain_and_prompt_at_a_point(api: Api) -> None:
     assert earlier["as_of"] == {
         "at_seq": 1,
         "recorded_at": "2026-03-01T10:00:00.000Z",
-        "derivation_version": "3",  # the version in force then, not the one chosen since
+        "derivation_version": D,  # the version in force then, not the one chosen since
         "events": 1,
     }
-    assert earlier["block"] == ""
+    # under the version in force then, the first "too noisy" (about neon alone) was taken at
+    # its word; under version 1, chosen since, one tag is not enough
+    assert "Avoid (medium): neon_palette" in earlier["block"]
     assert api.get("/api/v1/prompt", params={"as_of": "2026-02-01"}).text == ""
     assert api.get("/api/v1/prompt", params={"format": "json"}).json()["as_of"] is None
     # composing into a host prompt takes the same point
     host = {"host_prompt": "## Personal memory\n\nShort answers.\n", "format": "json"}
     past = api.post("/api/v1/prompt", params={"at_seq": 1}, json=host).json()
-    assert past["as_of"]["at_seq"] == 1 and past["prompt"] == host["host_prompt"]
+    assert past["as_of"]["at_seq"] == 1 and past["prompt"].startswith("## Personal memory")
+    assert earlier["block"].strip() in past["prompt"] and "Short answers." in past["prompt"]
     present = api.post("/api/v1/prompt", json=host).json()
     assert present["as_of"] is None and "neon_palette" in present["prompt"]
     assert_problem(api.post("/api/v1/prompt", params={"at_seq": -1}, json=host), 422, "at_seq")

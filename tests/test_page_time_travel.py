@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from creative_memory import MemoryStore
+from creative_memory import DERIVATION_VERSION, MemoryStore
 from creative_memory.http import DaemonConfig, DaemonFiles, ThreadedDaemon
 from tests.test_page_layout import OVERFLOWING, axe_violations
 from tests.test_server_browser import ARGS, CHROMIUM, RECORDS, wire
@@ -183,7 +183,7 @@ def test_history_slider_date_and_back_to_now(site: Site) -> None:
     expect(banner).to_contain_text("right after event #3")
     expect(banner).to_contain_text("3 events in")
     expect(banner).to_contain_text("Mar 1, 2026, 05:00 AM EST")  # the viewer's zone
-    expect(banner).to_contain_text("derivation v3")
+    expect(banner).to_contain_text(f"derivation v{DERIVATION_VERSION}")
     expect(banner).to_contain_text("Forget is not offered here: it acts on today's memory")
     expect(page.locator("body")).to_have_class("past")
     expect(page.locator("#history-state")).to_contain_text("Showing the past")

@@ -20,7 +20,7 @@ CHARS_PER_TOKEN: Final = 4
 SCHEMA_VERSION: Final = "1.0"
 
 #: Default derivation version used when a store is opened without one.
-DERIVATION_VERSION: Final = "3"
+DERIVATION_VERSION: Final = "5"
 
 # Constants the prototype used without naming them (docs/engine.md, "Constants").
 HEADER_TOKEN_OVERHEAD: Final = 20

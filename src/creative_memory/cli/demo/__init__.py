@@ -15,7 +15,7 @@ Chapters:
 5. decay and archive, with time passed explicitly;
 6. a realistic multi-category profile through the full retrieval and its diagnostics;
 7. a project override and its suppression diagnostic.
-8. pairwise choices derived with version 3.
+8. pairwise choices derived with the default version (5).
 
 Modules: :mod:`.model` (typed results and helpers), :mod:`.walkthrough` (the driver),
 :mod:`.chapters_early` and :mod:`.chapters_late` (the script), :mod:`.render` (output).

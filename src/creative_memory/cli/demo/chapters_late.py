@@ -7,6 +7,7 @@ from typing import Any, Final
 
 from creative_memory.cli.demo.chapters_early import _LADDER_TAGS, NEON
 from creative_memory.cli.demo.model import (
+    DEMO_PAIRWISE_VERSION,
     DEMO_START,
     FESTIVAL,
     KAI,
@@ -407,23 +408,27 @@ def _chapter_pairwise(w: _Walkthrough) -> None:
     )
     ev = w.store_v2.explain(KAI, *BOLD).evidence or [{}]
     bold = ev[0]
+    # rounded once, so the narration and the facts show the same numbers
+    estimate = round(float(bold.get("estimate", 0.0)), 3)
+    sd = round(float(bold.get("sd", 0.0)), 3)
     v2 = {r.pattern for r in w.store_v2.retrieve_for_injection(KAI).negatives}
     w.step(
         "pairwise",
-        "The same log, derived with version 3 (the library's default)",
-        "Opening the same storage root with derivation version 3 re-derives the memory "
-        "without touching an event. Version 3 fits all of Kai's evidence jointly: each tag "
-        "is one statement about both listed features, each comparison a contrast in which "
+        f"The same log, derived with version {DEMO_PAIRWISE_VERSION} (the library's default)",
+        f"Opening the same storage root with derivation version {DEMO_PAIRWISE_VERSION} "
+        "re-derives the memory without touching an event. It fits all of Kai's evidence "
+        "jointly: each tag is one statement about both listed features (about neither "
+        "alone, so it is weighed, not taken at its word), each comparison a contrast in which "
         "the shared bold_sans cancels. Neon explains the choices and most of the tags; "
-        f"what is left for bold_sans, {bold.get('estimate', 0.0):+.2f} ± "
-        f"{bold.get('sd', 0.0):.2f}, is within its uncertainty, so it is not avoided. Only "
+        f"what is left for bold_sans, {estimate:+.2f} ± "
+        f"{sd:.2f}, is within its uncertainty, so it is not avoided. Only "
         "neon_palette is injected.",
         KAI,
         store=w.store_v2,
         facts={
             "avoid": sorted(v2),
-            "bold_sans_estimate": round(float(bold.get("estimate", 0.0)), 3),
-            "bold_sans_sd": round(float(bold.get("sd", 0.0)), 3),
+            "bold_sans_estimate": estimate,
+            "bold_sans_sd": sd,
             "neon_palette_strength": round(
                 next(
                     r.signal_strength

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from creative_memory.engine.constants import (
+    DERIVATION_VERSION,
     INJECTION_THRESHOLD,
 )
 from creative_memory.engine.models import Preference, RetrievalResult
@@ -30,7 +31,7 @@ FESTIVAL: Final = "neon-nights"
 REPORT: Final = "quarterly-report"
 KAI: Final = "kai"
 #: The version the last chapter derives the same log with (the library's default).
-DEMO_PAIRWISE_VERSION: Final = "3"
+DEMO_PAIRWISE_VERSION: Final = DERIVATION_VERSION
 
 _CHAPTERS: Final[Mapping[str, str]] = {
     "fresh": "A fresh user",
@@ -40,7 +41,7 @@ _CHAPTERS: Final[Mapping[str, str]] = {
     "decay": "Decay and archive",
     "profile": "A realistic profile through the full retrieval",
     "project": "A project override",
-    "pairwise": "Pairwise choices and derivation version 3",
+    "pairwise": f"Pairwise choices and derivation version {DEMO_PAIRWISE_VERSION}",
 }
 
 

@@ -30,7 +30,7 @@ class _Walkthrough:
     def __init__(self, root: Path) -> None:
         self.clock = DemoClock(DEMO_START)
         self.store = MemoryStore(root, derivation_version=DEMO_DERIVATION_VERSION, clock=self.clock)
-        #: the same root derived with version 3 (switching versions never touches events)
+        #: the same root derived with the default version (switching versions never touches events)
         self.store_v2 = MemoryStore(
             root, derivation_version=DEMO_PAIRWISE_VERSION, clock=self.clock
         )
