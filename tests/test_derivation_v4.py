@@ -1,6 +1,7 @@
 """Derivation version 4 (docs/quality.md, "Version 4"): scenarios a person would recognise,
 each a fixed history with its expected Avoid / Prefer lists, the injection explanation of
-every record, and version 3's cost."""
+every record, and version 3's cost — with version 5 where the two agree
+(tests/test_derivation_v5.py has where they differ)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from creative_memory.engine.constants import SignalType
 from creative_memory.engine.derivation.registry import derive
 from creative_memory.engine.derivation.v3.operator import Operator
 from creative_memory.engine.derivation.v4 import V4_TABLE, DerivedStateV4
+from creative_memory.engine.derivation.v5 import DerivedStateV5
 from creative_memory.engine.explain import explain
 from creative_memory.engine.retrieval import retrieve
 from tests.test_derivation_v2 import Log
@@ -45,22 +47,27 @@ def reject_neon(log: Log, i: int) -> None:
     log.signal(kind, "negative", feats, artifact=f"r{i}")
 
 
-def test_five_rejections_of_neon_avoid_it_after_the_fifth_not_before() -> None:
+BOTH = pytest.mark.parametrize("version", ["4", "5"])  # where versions 4 and 5 agree
+
+
+@BOTH
+def test_five_rejections_of_neon_avoid_it_after_the_fifth_not_before(version: str) -> None:
     log = Log()
     warm_up(log)
     avoided = []
     for i in range(6):
         reject_neon(log, i)
-        avoided.append("neon_palette" in lists(log)[0])
+        avoided.append("neon_palette" in lists(log, version)[0])
     assert avoided == [False, False, False, False, True, True]
-    avoid, prefer = lists(log)
+    avoid, prefer = lists(log, version)
     assert avoid == ["neon_palette"]  # the varying layouts and typefaces are not blamed
     assert set(prefer) == {"earth", "pastel"}
     # version 3 does not avoid it even after the sixth
     assert "neon_palette" not in lists(log, "3")[0]
 
 
-def test_a_pattern_only_ever_beside_a_disliked_one_is_not_avoided() -> None:
+@BOTH
+def test_a_pattern_only_ever_beside_a_disliked_one_is_not_avoided(version: str) -> None:
     log = Log()
     for i in range(4):
         colour = "pastel" if i % 2 else "earth"
@@ -71,14 +78,15 @@ def test_a_pattern_only_ever_beside_a_disliked_one_is_not_avoided() -> None:
         if i % 2 == 0:
             feats.append(("motion", "glow"))  # glow: never without neon, never contrasted
         log.signal("thumbs_down", "negative", feats, artifact=f"r{i}")
-    avoid, _ = lists(log)
+    avoid, _ = lists(log, version)
     assert avoid == ["neon_palette"]
 
 
-def test_an_explicit_negative_tag_is_avoided_at_once() -> None:
+@BOTH
+def test_an_explicit_negative_tag_is_avoided_at_once(version: str) -> None:
     log = Log()
     log.signal("explicit_tag", "negative", [NEON], artifact="t", tag_text="too noisy")
-    assert lists(log) == (["neon_palette"], [])
+    assert lists(log, version) == (["neon_palette"], [])
     assert lists(log, "3") == ([], [])
 
 
@@ -102,27 +110,29 @@ def test_a_tag_on_two_listed_features_floors_both_even_when_comparisons_clear_on
     assert floored.signal_strength == V4_TABLE.statement_floor
 
 
-def test_a_reversal_drops_the_avoid_at_the_first_acceptance() -> None:
+@BOTH
+def test_a_reversal_drops_the_avoid_at_the_first_acceptance(version: str) -> None:
     """The documented rule: an Avoid on unary evidence is dropped as soon as its lower
     bound falls under the threshold — after five rejections, one acceptance does it."""
     log = Log()
     warm_up(log)
     for i in range(5):
         reject_neon(log, i)
-    assert "neon_palette" in lists(log)[0]
+    assert "neon_palette" in lists(log, version)[0]
     feats = [NEON, ("layout", "grid"), ("typography", "sans")]
     log.signal("repeated_acceptance", "positive", feats, artifact="back")
-    assert "neon_palette" not in lists(log)[0]
+    assert "neon_palette" not in lists(log, version)[0]
 
 
-def test_a_reversal_of_a_tag_is_put_under_review() -> None:
+@BOTH
+def test_a_reversal_of_a_tag_is_put_under_review(version: str) -> None:
     log = Log()
     log.signal("explicit_tag", "negative", [NEON], artifact="t", tag_text="too noisy")
     for i in range(4):
         feats = [NEON, ("layout", LAYOUTS[i])]
         log.signal("repeated_acceptance", "positive", feats, artifact=f"a{i}")
-    assert "neon_palette" not in lists(log)[0]
-    st = derive(log.events, "4")
+    assert "neon_palette" not in lists(log, version)[0]
+    st = derive(log.events, version)
     rec = next(r for r in st.global_records if r.pattern == "neon_palette")
     assert rec.polarity_status == "under_review" or rec.polarity == "positive"
 
@@ -153,10 +163,11 @@ def test_explain_shows_why_each_record_crossed_the_threshold_or_not() -> None:
     assert stated["why"] == "injected: an explicit tag states it (statement floor)"
 
 
-def test_every_record_of_a_rich_history_has_an_injection_explanation() -> None:
+@BOTH
+def test_every_record_of_a_rich_history_has_an_injection_explanation(version: str) -> None:
     events = rich_history(600, 12, seed=5)
-    st = derive(events, "4")
-    assert isinstance(st, DerivedStateV4)
+    st = derive(events, version)
+    assert isinstance(st, (DerivedStateV4, DerivedStateV5))
     for rec in st.global_records:
         inj = st.evidence_for(rec)["injection"]
         assert inj["crosses"] == (rec.signal_strength >= 0.40 and rec.polarity_status == "stable")
