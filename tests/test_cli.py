@@ -630,6 +630,20 @@ def test_explain_shows_the_evidence_behind_a_version_2_estimate(cli: Cli) -> Non
     assert "  explicit_tag: 0 for, 3 against · weight 6 · contribution" in out
 
 
+def test_explain_says_whether_the_record_reaches_the_prompt_and_why(cli: Cli) -> None:
+    """The default version's injection decision, last in explain's evidence lines."""
+    cli.teach()
+    out = cli.ok("explain", "color", "neon_palette").out
+    assert out.splitlines()[-1].startswith("Prompt: injected: ")
+    [ev] = cli.json("explain", "color", "neon_palette")["evidence"]
+    assert out.splitlines()[-1] == f"Prompt: {ev['injection']['why']}"
+    # serif_headings: one "love this" inside project landing, about it alone
+    out = cli.ok("explain", "typography", "serif_headings", "--project", "landing").out
+    assert "Prompt: injected: an explicit tag states it (statement floor)" in out
+    v3 = cli.ok("--derivation-version", "3", "explain", "color", "neon_palette").out
+    assert "Prompt:" not in v3  # version 3 has no injection decision in its evidence
+
+
 def test_explain_failures(cli: Cli) -> None:
     cli.teach()
     one_line_error(cli("explain", "color", "no_such"), 1, "nothing to explain", "color/no_such")

@@ -335,13 +335,15 @@ def test_settings_memory_page_end_to_end(daemon: Daemon, browser: Browser, tmp_p
     expect(page.locator("#why-steps")).to_contain_text("moved by the joint fit")
     expect(page.locator("#h-why")).to_be_focused()
     expect(page.locator("#why-steps")).to_contain_text("EST")  # the viewer's zone
-    # the daemon derives with the default version (3): what the estimate rests on
+    # the daemon derives with the default version: what the estimate rests on, and whether
+    # it reaches the prompt
     evidence = page.locator("#why-evidence li")
     expect(evidence.first).to_contain_text("Estimate -")
     expect(evidence.first).to_contain_text("slab probability")
     expect(page.locator("#why-evidence")).to_contain_text(
         "explicit_tag: 0 for, 3 against, weight 6, contribution -"
     )
+    expect(evidence.last).to_contain_text("Prompt: injected:")
     page.click("#why-close")
     expect(page.locator("#why")).to_be_hidden()
     at = focused(page)  # back on the Why? button that opened it

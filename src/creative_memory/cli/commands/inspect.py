@@ -251,7 +251,8 @@ def render_explanation(
 
 
 def _print_evidence(console: Console, ev: Mapping[str, Any]) -> None:
-    """What a fitted estimate (derivation version 2) rests on, in a few lines."""
+    """What a fitted estimate (derivation versions 2 and later) rests on, in a few lines,
+    and from version 4 on whether it reaches the prompt and why."""
     level = ev["type_level"]
     console.print(
         f"Estimate {ev['estimate']:+.3f} ± {ev['sd']:.3f} (lower bound {ev['lower_bound']:+.3f})"
@@ -266,6 +267,9 @@ def _print_evidence(console: Console, ev: Mapping[str, Any]) -> None:
             f"contribution {k['contribution']:+.3f}",
             soft_wrap=True,
         )
+    injection = ev.get("injection")  # versions 4 and later: the injection decision
+    if injection:
+        console.print(f"Prompt: {safe(injection['why'])}", soft_wrap=True)
 
 
 def _short_ts(ts: str) -> str:

@@ -526,6 +526,7 @@
           evidence.append(el("li", `${kind}: ${k.for} for, ${k.against} against, ` +
             `weight ${k.weight}, contribution ${fmt(k.contribution)}`));
         }
+        if (v.injection) evidence.append(el("li", `Prompt: ${v.injection.why}`));
       }
       $("why").hidden = false;
       $("h-why").focus();
