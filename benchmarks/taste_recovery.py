@@ -832,6 +832,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(line)
         for line in versus(rows, "v5-pairwise", "v3-pairwise"):
             print(line)
+        for line in versus(rows, "v5-pairwise", "v2-pairwise"):  # issue 19's comparison
+            print(line)
         for arm in ("v4-pairwise", "v5-pairwise"):
             for name, passed, detail in targets_v4(rows, arm):
                 print(f"  [{'PASS' if passed else 'FAIL'}] {arm[:2]} {name}: {detail}")
