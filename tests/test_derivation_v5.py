@@ -40,6 +40,23 @@ def test_thumbs_down_on_one_pattern_alone_is_avoided_after_five(version: str, ne
     assert lists(log, version)[0] == ["neon_palette"]
 
 
+@pytest.mark.parametrize(("version", "needed"), [("3", 10), ("5", 8)])
+def test_a_new_memory_with_nothing_accepted_waits_longer_for_neon(
+    version: str, needed: int
+) -> None:
+    """The five rejections of tests/test_derivation_v4.py without the acceptances before
+    them: nothing tells "rejects neon" from "rejects everything so far" (the user's base
+    rate takes part of the blame) nor exonerates the layouts and typefaces beside it, so
+    neon is avoided after the eighth rejection, not the fifth — and then neon alone."""
+    log = Log()
+    avoided = []
+    for i in range(needed):
+        reject_neon(log, i)
+        avoided.append("neon_palette" in lists(log, version)[0])
+    assert avoided == [False] * (needed - 1) + [True]
+    assert lists(log, version)[0] == ["neon_palette"]
+
+
 def test_a_tag_about_one_feature_alone_is_avoided_at_once() -> None:
     log = Log()
     log.signal("explicit_tag", "negative", [NEON], artifact="t", tag_text="too noisy")
