@@ -451,13 +451,13 @@ def goals_a(tmp: Path, rows: Sequence[VocabRow], reps: int) -> None:
             f"{verdict(r.retrieve <= FIRST_READ_GOAL_S)}"
         )
     if 100 in by_k and 600 in by_k:
-        wall = by_k[600].retrieve / by_k[100].retrieve
-        cpu = by_k[600].retrieve_cpu / by_k[100].retrieve_cpu
+        lo, hi = by_k[100], by_k[600]
+        wall = hi.retrieve / lo.retrieve
+        cpu = hi.retrieve_cpu / lo.retrieve_cpu
         print(
             f"    goal: its ratio K=600 / K=100 <= {FIRST_READ_RATIO_GOAL:.0f}: {wall:.2f} "
             f"(CPU {cpu:.2f}), {verdict(wall <= FIRST_READ_RATIO_GOAL)}"
         )
-        lo, hi = by_k[100], by_k[600]
         ratio = hi.ingest / lo.ingest
         print(
             f"    goal: version {DERIVATION_VERSION}'s ingest ratio K=600 / K=100 <= "
