@@ -17,9 +17,6 @@ CG_TOLERANCE_EM: Final = 1e-9
 CG_MAX_STEPS: Final = 1000
 #: Buckets with at most this many unknowns are solved directly (LU), larger ones by CG.
 DENSE_MAX: Final = 256
-#: A product ``M v`` of at most this many columns is taken column by column (fewer and
-#: smaller scatter-adds than one over every entry × column; the same floats).
-COLUMNWISE_MAX: Final = 8
 
 
 def class_arrays(
@@ -162,13 +159,11 @@ class Operator:
         if v.ndim == 2:
             if v.shape[1] == 1:  # one column: the vector product is cheaper
                 return self.gram(v[:, 0])[:, None]
-            if v.shape[1] <= COLUMNWISE_MAX:  # the same floats (see _column_product)
-                out = np.zeros(v.shape)
-                add = self._column_product()
-                for j in range(v.shape[1]):
-                    add(v[:, j], out[:, j])
-                return out
-            return self._gram_block(v)
+            out = np.zeros(v.shape)  # column by column (see _column_product)
+            add = self._column_product()
+            for j in range(v.shape[1]):
+                add(v[:, j], out[:, j])
+            return out
         n0, has = self.n0, self.has
         u = v[:n0].copy()
         if len(has):
@@ -347,45 +342,22 @@ class Operator:
             self._border_cache = (at, cols[self._features], cols[at])
         return self._border_cache
 
-    def _gram_block(self, v: Any) -> Any:
-        """:meth:`gram` of every column of ``v`` (n × k) in one pass: one scatter-add over
-        the entries × columns."""
-        import numpy as np
-
-        n0, k = self.n0, v.shape[1]
-        has = self.has
-        u = v[:n0].copy()
-        if len(has):
-            u[has] += v[self._level_of]
-        # each entry × column's bin, and each feature × column's level bin: the same for
-        # every block of k columns over these coordinates (kept with the structure)
-        bins = self.structure.get(f"block{k}")
-        if bins is None or bins[0] != len(self.rows):
-            cols = np.arange(k)
-            at = (self.rows[:, None] * k + cols[None, :]).ravel()
-            t = (self._level_bin[:, None] * k + cols[None, :]).ravel()
-            bins = self.structure[f"block{k}"] = (len(self.rows), at, t)
-        _, at, t = bins
-        w = np.bincount(at, weights=(self.vals[:, None] * u[self.cols]).ravel(), minlength=n0 * k)
-        w = w.reshape(n0, k)
-        out = np.zeros((self.n, k))
-        out[:n0] = w
-        if self.n > n0 and len(has):
-            out[n0:] = np.bincount(
-                t, weights=w[has].ravel(), minlength=(self.n - n0) * k
-            ).reshape(self.n - n0, k)
-        return out
-
     def _column_product(self) -> Callable[[Any, Any], None]:
         """A function ``add(v, out)`` adding ``E A Eᵀ v`` for one column ``v`` (length n,
         any stride) to ``out`` in place, with its own buffers (one per solve: an operator
         kept on a fit may be used again later).
 
-        These are the floats of :meth:`_gram_block` (and so of :meth:`gram`): a scatter-add
-        over the entries sums each bin in entry order, whichever other columns share the
-        call, and ``out + w`` is ``w + out`` (IEEE-754 sums commute, signed zeros included).
-        Where the type levels are the block's appended zeros, ``out + 0.0`` is kept (a
-        ``-0.0`` becomes ``+0.0``)."""
+        These are the floats of the product of a block of columns as version 3 defines it —
+        one scatter-add over every entry × column, then one over every feature × column for
+        the type levels, into zeros (tests/test_operator_fast_paths.py keeps it as the
+        reference) — at a fraction of its cost and memory: a scatter-add sums each bin in
+        entry order, whichever other columns share the call, and ``out + w`` is ``w + out``
+        (IEEE-754 sums commute, signed zeros included). Where the type levels are the
+        block's appended zeros, ``out + 0.0`` is kept (a ``-0.0`` becomes ``+0.0``). One
+        column at a time, the arrays stay the size of the entries: a block of k columns
+        gathers, multiplies and scatters k times as much at once, which at tens of
+        thousands of entries no longer fits the caches (docs/performance.md, "Long
+        histories")."""
         import numpy as np
 
         bincount, multiply = np.bincount, np.multiply
@@ -474,8 +446,8 @@ class Operator:
 
         While every column is going, the masks select every quotient and update, and the
         step is taken without them (in place, ``p ← z + β p`` as ``p ← p β + z``: IEEE-754
-        products and sums commute); ``M p`` is taken column by column for a few columns
-        (:meth:`_apply_columns`: the same floats as :meth:`apply`)."""
+        products and sums commute); ``M p`` is taken column by column (:meth:`_apply_columns`:
+        the same floats as :meth:`apply`)."""
         import numpy as np
 
         einsum, where, multiply = _column_dots(), np.where, np.multiply
@@ -486,16 +458,14 @@ class Operator:
         z_new = np.empty(b.shape)
         precondition = self._preconditioner_into(r, z_new)  # z_new ← P⁻¹ r
         q = np.empty(b.shape)
-        if k <= COLUMNWISE_MAX:
-            add = self._column_product()
+        add = self._column_product()
 
-            def apply(v: Any) -> Any:  # q ← Λ v + gram(v), column by column
-                multiply(prior, v, out=q)
-                for j in range(k):
-                    add(v[:, j], q[:, j])
-                return q
-        else:
-            apply = self.apply
+        def apply(v: Any) -> Any:  # q ← Λ v + gram(v), column by column
+            multiply(prior, v, out=q)
+            for j in range(k):
+                add(v[:, j], q[:, j])
+            return q
+
         limit = tolerance * tolerance * einsum("ij,ij->j", b, b)
         precondition()
         p = z_new.copy()
