@@ -29,6 +29,11 @@ file store in a temporary directory:
       derivation cache opens the store and times its first ``retrieve_for_injection``;
       peak RSS of that process (``VmHWM``).
 
+  (e) long histories (``--sections e``, not run by default): a user with 20,000 and
+      100,000 events over 600 keys, one in ten a comparison — the first retrieve after one
+      new event, and ``explain`` of one pattern (at 20,000 events; it fits the bucket
+      before and after each of the pattern's events).
+
 Each section ends with the goals of docs/performance.md that it measures and whether they
 are met in this run. ``--quick`` uses smaller sizes and fewer repetitions. Helpers (log
 building, child processes, machine description) come from ``benchmarks/storage.py``.
@@ -708,6 +713,61 @@ def section_d(tmp: Path, versions: Sequence[str], sizes: Sequence[int], runs: in
         )
 
 
+# -- (e) long histories ----------------------------------------------------------------------
+def section_e(
+    tmp: Path, versions: Sequence[str], sizes: Sequence[int], reps: int, explain_max: int
+) -> None:
+    """A user whose history is long as well as wide: (a)'s recipe over 600 keys with
+    ``sizes`` events (one in ten a comparison of two features a side, so the fit's
+    statistics grow with the history until every pair of keys has met). The first retrieve
+    after one new event (median of ``reps``), and ``explain`` of one pattern up to
+    ``explain_max`` events (it replays the log and fits the bucket before and after each
+    of the pattern's events)."""
+    print()
+    print(
+        f"(e) long histories: 600 pattern keys, {' / '.join(f'{n:,}' for n in sizes)} events "
+        f"(1 in 10 a comparison); the first retrieve after one new event (median of {reps}) "
+        f"and explain of one pattern (up to {explain_max:,} events)"
+    )
+    keys = vocabulary_keys(600)
+    rows = []
+    for n in sizes:
+        events = vocabulary_events(n, keys, seed=11)
+        for v in versions:
+            root = tmp / f"long-v{v}-{n}"
+            write_log(root, USER, events)
+            store = MemoryStore(root, derivation_version=v)
+            store.retrieve_for_injection(USER)
+            samples = []
+            for i in range(reps):
+                ptype, pattern = keys[i % len(keys)]
+                store.ingest_signal(
+                    USER,
+                    {
+                        "signal_type": "thumbs_up",
+                        "pattern": pattern,
+                        "preference_type": ptype,
+                        "polarity": "positive",
+                        "scope": "global",
+                        "artifact_id": f"long_{i}",
+                        "timestamp": format_ts(T0 + (n + i) * STEP_MS),
+                    },
+                )
+                t = time.perf_counter()
+                store.retrieve_for_injection(USER)
+                samples.append(time.perf_counter() - t)
+            explained = "-"
+            if n <= explain_max:
+                ptype, pattern = keys[5]
+                t = time.perf_counter()
+                store.explain(USER, ptype, pattern)
+                explained = f"{time.perf_counter() - t:.2f} s"
+            store.close()
+            shutil.rmtree(root, ignore_errors=True)
+            rows.append([v, f"{n:,}", fmt_ms(statistics.median(samples)), explained])
+    table(["version", "events", "1st retrieve after one event", "explain one pattern"], rows)
+
+
 # -- main ------------------------------------------------------------------------------------
 def int_list(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
@@ -720,7 +780,9 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1200, help="(a) events of the user")
     parser.add_argument("--reps", type=int, help="(a) new events per K (default 20)")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repetitions")
-    parser.add_argument("--sections", default="abcd", help="which sections to run (default abcd)")
+    parser.add_argument(
+        "--sections", default="abcd", help="which sections to run (default abcd; e: long histories)"
+    )
     opts = parser.parse_args()
     registered = storage_bench.load_versions()
     versions = opts.versions.split(",") if opts.versions else registered
@@ -733,6 +795,8 @@ def main() -> None:
     iterations = 300 if opts.quick else 3000
     sizes = [2000, 20_000] if opts.quick else [10_000, 100_000]
     cold_runs = 1 if opts.quick else 3
+    long_sizes = [5_000, 20_000] if opts.quick else [20_000, 100_000]
+    explain_max = 20_000  # explain at 100,000 events takes tens of seconds (performance.md)
 
     tmp = Path(tempfile.mkdtemp(prefix="cm-bench-vocab-"))
     sections: dict[str, Callable[[], None]] = {
@@ -740,6 +804,7 @@ def main() -> None:
         "b": lambda: section_b(tmp, versions, n_single, n_batched),
         "c": lambda: section_c(tmp, versions, iterations),
         "d": lambda: section_d(tmp, versions, sizes, cold_runs),
+        "e": lambda: section_e(tmp, versions, long_sizes, 5, explain_max),
     }
     try:
         print_machine(versions, tmp)
