@@ -630,6 +630,22 @@ def test_explain_shows_the_evidence_behind_a_version_2_estimate(cli: Cli) -> Non
     assert "  explicit_tag: 0 for, 3 against · weight 6 · contribution" in out
 
 
+def test_timeline_lists_the_events_explain_steps_through(cli: Cli) -> None:
+    cli.teach()
+    doc = cli.json("timeline", "color", "neon_palette")
+    steps = cli.json("explain", "color", "neon_palette")["steps"]
+    assert [e["seq"] for e in doc["events"]] == [s["seq"] for s in steps if s["kind"] == "signal"]
+    assert {(e["kind"], e["signal_type"], e["polarity"]) for e in doc["events"]} == {
+        ("signal", "explicit_tag", "negative")
+    }
+    out = cli.ok("timeline", "color", "neon_palette").out
+    assert "Evidence about color/neon_palette (global memory)" in out
+    assert "explicit_tag" in out and "- avoid" in out
+    assert out.rstrip().endswith("3 events")
+    one_line_error(cli("timeline", "colour", "neon_palette"), 1, "nothing to show",
+                   "did you mean color/neon_palette?")  # fmt: skip
+
+
 def test_explain_says_whether_the_record_reaches_the_prompt_and_why(cli: Cli) -> None:
     """The default version's injection decision, last in explain's evidence lines."""
     cli.teach()

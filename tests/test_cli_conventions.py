@@ -17,6 +17,7 @@ import click
 import pytest
 from rich.console import Console
 
+from creative_memory.app.lookup import close_names
 from creative_memory.app.service import MemoryService
 from creative_memory.cli import render
 from creative_memory.cli.commands.inspect import render_inspect
@@ -288,7 +289,7 @@ def test_suggestions_come_from_the_service_so_http_gets_them(cli: Cli) -> None:
     service = MemoryService(cli.store())
     result = service.forget("alice", "colour", "neon")
     assert result.events_removed == 0 and result.suggestions == ["color/neon_palette"]
-    assert service.suggestions("bob", "color", "neon") == []  # only the user's own records
+    assert close_names(service.store, "bob", "color", "neon") == []  # only the user's own
 
 
 # -- erasure counts are the real counts -----------------------------------------------------------

@@ -161,6 +161,11 @@ def run_lib(root: Path, case: Case) -> Outcome:
             if not exp.steps and not exp.records:
                 return Outcome("not_found", "pattern")
             data["steps"] = len(exp.steps)
+        elif op == "timeline":  # the service only (the page's evidence timelines)
+            line = MemoryService(store).timeline(
+                U, a["type"], a["pattern"], a.get("project"), **point_of(a)
+            )
+            data["events"] = len(line.events)
         elif op == "prompt":  # the block at a point in the past: the service only
             result = MemoryService(store).prompt(U, a.get("project"), **point_of(a))
             data.update(point_data(msgspec.to_builtins(result)))
@@ -221,8 +226,8 @@ def cli_args(root: Path, case: Case) -> tuple[list[str], bytes | None]:
         args = ["config", "diagnostics-feed", "on"]
     elif op == "inspect":
         args = ["inspect", *project, *point]
-    elif op == "explain":
-        args = ["explain", a["type"], a["pattern"], *project, *point]
+    elif op in ("explain", "timeline"):
+        args = [op, a["type"], a["pattern"], *project, *point]
     elif op == "forget":
         args = ["forget", a["type"], a["pattern"], *project]
     elif op == "reset":
@@ -263,6 +268,8 @@ def doc_data(case: Case, doc: dict[str, Any]) -> dict[str, Any]:
         data["accepted"], data["rejected"] = doc["accepted"], doc["rejected"]
     elif case.op == "explain":
         data["steps"] = len(doc["steps"])
+    elif case.op == "timeline":
+        data["events"] = len(doc["events"])
     elif case.op == "derivation":
         data["in_force"] = doc["in_force"]
     elif case.op == "use_derivation":
@@ -309,8 +316,8 @@ def http_request(case: Case) -> tuple[str, str, dict[str, Any]]:
         return "POST", settings, {"json": {"diagnostics_feed": True}}
     if op == "inspect":
         return "GET", "/api/v1/memory", {"params": q}
-    if op == "explain":
-        return "GET", f"/api/v1/explain/{a['type']}/{a['pattern']}", {"params": q}
+    if op in ("explain", "timeline"):
+        return "GET", f"/api/v1/{op}/{a['type']}/{a['pattern']}", {"params": q}
     if op == "forget":
         return "DELETE", f"/api/v1/preferences/{a['type']}/{a['pattern']}", {"params": q}
     if op == "reset":
@@ -456,6 +463,27 @@ CASES: list[Case] = [
         {"type": "color", "pattern": "neon_palette", "project": "nowhere"},
         "not_found",
         {"*": "pattern", "cli": "nowhere"},
+    ),
+    # timeline
+    Case("timeline of a known pattern", "timeline", {"type": "color", "pattern": "neon_palette"}),
+    Case(
+        "timeline of an unknown pattern",
+        "timeline",
+        {"type": "color", "pattern": "nothing_here"},
+        "not_found",
+        {"*": "pattern", "cli": "nothing_here"},
+    ),
+    Case(
+        "timeline at an event",
+        "timeline",
+        {"type": "color", "pattern": "neon_palette", "at_seq": 1},
+    ),
+    Case(
+        "timeline with a bad project id",
+        "timeline",
+        {"type": "color", "pattern": "neon_palette", "project": "bad id!"},
+        "invalid",
+        {"*": "project_id", "cli": "project"},
     ),
     # forget
     Case("forget a known pattern", "forget", {"type": "color", "pattern": "neon_palette"}),

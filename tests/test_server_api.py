@@ -685,6 +685,20 @@ def test_memory_prompt_and_explain(api: Api) -> None:
     assert exp.json()["records"][0]["scope"] == "project:festival"
     assert_problem(api.get("/api/v1/explain/color/never_seen"), 404, "pattern")
 
+    # the evidence timeline: the same events, from the log, without the derivation
+    line = api.get("/api/v1/timeline/color/neon_palette", params={"project_id": "festival"})
+    assert line.status_code == 200
+    events = line.json()["events"]
+    assert [e["seq"] for e in events] == [s["seq"] for s in steps]
+    assert all(e["kind"] == "signal" and e["polarity"] for e in events)
+    assert api.get(
+        "/api/v1/timeline/color/neon_palette",
+        params={"project_id": "festival", "at_seq": events[0]["seq"]},
+    ).json()["events"] == events[:1]
+    assert_problem(api.get("/api/v1/timeline/color/never_seen"), 404, "pattern")
+    assert_problem(api.get("/api/v1/timeline/color/neon_palette", params={"at_seq": -1}), 422,
+                   "at_seq")  # fmt: skip
+
 
 HOST = (
     "# Identity and workflow charter (background)\n\nYou are a designer.\n\n"

@@ -22,6 +22,8 @@ export type ComposeRequest = Schemas["ComposeRequest"];
 export type PromptResult = Schemas["PromptResult"];
 export type ForgetResult = Schemas["ForgetResult"];
 export type Explanation = Schemas["Explanation"];
+export type Timeline = Schemas["Timeline"];
+export type TimelineEvent = Schemas["TimelineEvent"];
 export type ResetRequest = Schemas["ResetRequest"];
 export type ResetResult = Schemas["ResetResult"];
 export type Archive = Schemas["Archive"];
@@ -187,6 +189,22 @@ export class CreativeMemoryClient {
   ): Promise<Explanation> {
     return this.run(() =>
       this.raw.GET("/api/v1/explain/{preference_type}/{pattern}", {
+        params: {
+          path: { preference_type: preferenceType, pattern },
+          query: { ...project(options), ...point(options) },
+        },
+      }),
+    );
+  }
+
+  /** GET /api/v1/timeline/{type}/{pattern}: the events of evidence about a pattern, read from the log (no derivation). */
+  timeline(
+    preferenceType: string,
+    pattern: string,
+    options: ProjectOption & PointOption = {},
+  ): Promise<Timeline> {
+    return this.run(() =>
+      this.raw.GET("/api/v1/timeline/{preference_type}/{pattern}", {
         params: {
           path: { preference_type: preferenceType, pattern },
           query: { ...project(options), ...point(options) },

@@ -88,6 +88,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/timeline/{preference_type}/{pattern}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The events of evidence about a pattern, from the log without deriving (the page's evidence timelines). */
+        get: operations["timeline"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/reset": {
         parameters: {
             query?: never;
@@ -573,6 +590,29 @@ export interface components {
             status_after: string;
         };
         /**
+         * Timeline
+         * @description The evidence about one (type, pattern) in one bucket, oldest first.
+         */
+        Timeline: {
+            preference_type: string;
+            pattern: string;
+            project_id: string | null;
+            events: components["schemas"]["TimelineEvent"][];
+        };
+        /**
+         * TimelineEvent
+         * @description One event of evidence about the pattern.
+         */
+        TimelineEvent: {
+            seq: number;
+            at: string;
+            kind: string;
+            /** @default null */
+            signal_type?: string | null;
+            /** @default null */
+            polarity?: string | null;
+        };
+        /**
          * SettingsChange
          * @description Several settings changed at once; an absent key changes nothing.
          */
@@ -996,6 +1036,87 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Explanation"];
+                };
+            };
+            /** @description Malformed request (not JSON, bad encoding, empty). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Missing or invalid credentials. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Forbidden: a cookie write without the CSRF header, or a foreign Host. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Nothing matches. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Invalid input; `field` names it. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description The daemon could not complete the request; `correlation_id` finds it in the log. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+        };
+    };
+    timeline: {
+        parameters: {
+            query?: {
+                project_id?: string;
+                at_seq?: number;
+                as_of?: string;
+            };
+            header?: never;
+            path: {
+                preference_type: string;
+                pattern: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Timeline"];
                 };
             };
             /** @description Malformed request (not JSON, bad encoding, empty). */

@@ -50,6 +50,7 @@ const METHOD_OF: Record<string, keyof CreativeMemoryClient> = {
   inspect: "inspect",
   forget: "forget",
   explain: "explain",
+  timeline: "timeline",
   reset: "reset",
   ingestEvents: "ingestEvents",
   prompt: "prompt",
@@ -137,6 +138,21 @@ describe("the client against a live daemon", () => {
       assert.equal(err.status, 404);
       assert.equal(err.field, "pattern");
       assert.match(err.detail, /nothing to explain/);
+      return true;
+    });
+  });
+
+  test("timeline lists the evidence events without deriving; an unknown pattern is a NotFoundProblem", async () => {
+    const seen = await client.timeline("color", "neon_palette", { projectId: PROJECT });
+    assert.equal(seen.pattern, "neon_palette");
+    assert.equal(seen.events.length, 4);
+    assert.ok(seen.events.every((e) => e.kind === "signal" && e.polarity === "negative"));
+    const why = await client.explain("color", "neon_palette", { projectId: PROJECT });
+    const first = why.steps[0]!.seq;
+    assert.deepEqual((await client.timeline("color", "neon_palette", { projectId: PROJECT, atSeq: first })).events.map((e) => e.seq), [first]);
+    await assert.rejects(client.timeline("color", "never_seen", { projectId: PROJECT }), (err: unknown) => {
+      assert.ok(err instanceof NotFoundProblem);
+      assert.equal(err.field, "pattern");
       return true;
     });
   });

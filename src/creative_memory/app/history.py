@@ -121,9 +121,12 @@ class History:
         version = version_at(settings, self._store.derivation_version, moment)
         return Point(at_seq=at_seq, recorded_at=recorded, version=version, events=n)
 
-    def events_until(self, user_id: str, point: Point) -> list[Event]:
-        """The events of today's log up to ``point``."""
-        return self._log(user_id).events[: point.events]
+    def events_until(self, user_id: str, point: Point | None) -> list[Event]:
+        """The events of today's log up to ``point`` (``None``: all of them), from the log
+        kept decoded for the last users asked about (a timeline per card of the page reads
+        it once)."""
+        events = self._log(user_id).events
+        return events[:] if point is None else events[: point.events]
 
     def state_at(self, user_id: str, point: Point) -> DerivedState:
         """The derived state right after ``point``'s event (cached per process)."""

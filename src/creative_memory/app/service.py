@@ -18,7 +18,6 @@ The rules that the surfaces used to decide differently (docs/architecture.md,
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -31,6 +30,7 @@ from msgspec import UNSET
 
 from creative_memory.app.history import History, inspect_at, preview, retrieval_at
 from creative_memory.app.history import as_of as history_as_of
+from creative_memory.app.lookup import close_names, nothing
 from creative_memory.app.paths import prototype_file, read_file
 from creative_memory.app.results import (
     DerivationInfo,
@@ -67,6 +67,7 @@ from creative_memory.engine.prompt import (
 )
 from creative_memory.engine.scope import validate_feature
 from creative_memory.engine.settings import VersionChange
+from creative_memory.engine.timeline import Timeline, timeline
 from creative_memory.engine.timeutil import format_ts, try_parse_ts
 from creative_memory.storage.files.fsutil import atomic_write
 
@@ -288,31 +289,28 @@ class MemoryService:
             )
             result.as_of = msgspec.to_builtins(history_as_of(point))
         if not result.steps and not result.records:
-            close = self.suggestions(user_id, preference_type, pattern)
-            hint = f"; did you mean {' or '.join(close)}?" if close else ""
-            raise NotFound(
-                "pattern",
-                f"nothing to explain: {user_id} has no memory of "
-                f"{preference_type}/{pattern} in {_where(project_id)}{hint}",
-            )
+            raise nothing(self.store, "to explain", user_id, preference_type, pattern, project_id)
         return result
 
-    def suggestions(self, user_id: str, preference_type: str, pattern: str) -> list[str]:
-        """Up to three ``type/pattern`` names from the user's own records close to the one
-        asked for (a typo, another spelling, a shortened pattern); never the name itself."""
-        wanted = f"{preference_type}/{pattern}"
-        known = sorted(
-            {f"{p.preference_type}/{p.pattern}" for p in self.store.list_preferences(user_id)}
-            - {wanted}
-        )
-        close = difflib.get_close_matches(wanted, known, n=3, cutoff=0.6)
-        for name in known:  # the same pattern under another type, or a longer pattern
-            ptype, _, pat = name.partition("/")
-            if (pat == pattern or (ptype == preference_type and pattern in pat)) and (
-                name not in close
-            ):
-                close.append(name)
-        return close[:3]
+    def timeline(
+        self,
+        user_id: str,
+        preference_type: str,
+        pattern: str,
+        project_id: str | None = None,
+        *,
+        at_seq: int | None = None,
+        as_of: str | None = None,
+    ) -> Timeline:
+        """The evidence about one pattern (up to event ``at_seq`` / time ``as_of``), read
+        from the log without deriving; :class:`NotFound` when there is none."""
+        validate_feature(user_id, preference_type, pattern, project_id)
+        point = self.history.point(user_id, at_seq, as_of)
+        events = self.history.events_until(user_id, point)
+        result = timeline(events, preference_type, pattern, project_id)
+        if not result.events:
+            raise nothing(self.store, "to show", user_id, preference_type, pattern, project_id)
+        return result
 
     # erasure ------------------------------------------------------------------------------
     def forget(
@@ -324,13 +322,14 @@ class MemoryService:
     ) -> ForgetResult:
         """Erase every raw event about one pattern; 0 removed when there was nothing."""
         removed = self.store.forget(user_id, preference_type, pattern, project_id=project_id)
+        close = [] if removed else close_names(self.store, user_id, preference_type, pattern)
         return ForgetResult(
             user_id=user_id,
             preference_type=preference_type,
             pattern=pattern,
             project_id=project_id,
             events_removed=removed,
-            suggestions=[] if removed else self.suggestions(user_id, preference_type, pattern),
+            suggestions=close,
         )
 
     def reset(self, user_id: str, scope: str = "all", *, confirm: bool) -> ResetResult:
@@ -561,10 +560,6 @@ class MemoryService:
         if ms <= self.store.now_ms():
             raise ValidationError(field, f"{field} {format_ts(ms)} is in the past")
         return format_ts(ms)
-
-
-def _where(project_id: str | None) -> str:
-    return f"project {project_id}" if project_id else "global memory"
 
 
 def _choice(field: str, value: object, allowed: tuple[str, ...]) -> None:

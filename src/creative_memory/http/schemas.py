@@ -27,6 +27,7 @@ from creative_memory.engine.derivation.registry import known_versions
 from creative_memory.engine.explain import Explanation
 from creative_memory.engine.ids import SAFE_ID_CHARS
 from creative_memory.engine.models import Preference, RetrievalResult
+from creative_memory.engine.timeline import Timeline
 from creative_memory.http.config import MAX_BATCH
 from creative_memory.http.problems import ProblemDoc
 
@@ -199,6 +200,7 @@ COMPONENTS: Final = (
     PromptResult,
     ForgetResult,
     Explanation,
+    Timeline,
     SettingsView,
     SettingsChange,
     ResetRequest,

@@ -1,4 +1,4 @@
-"""``inspect`` and ``explain``: what memory holds and why (docs/cli.md)."""
+"""``inspect``, ``explain`` and ``timeline``: what memory holds and why (docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import click
+import msgspec
 from rich.console import Console
 from rich.text import Text
 
@@ -182,6 +183,51 @@ def explain(
     render_explanation(result, preference_type, pattern, project, console)
 
 
+@command(
+    epilog="""\b
+Examples:
+  creative-memory timeline color neon_palette
+  creative-memory timeline color neon_palette --project landing --json
+Nothing to show (no events about the pattern there) exits 1.
+"""
+)
+@click.argument("preference_type", metavar="TYPE")
+@click.argument("pattern")
+@click.option(
+    "--project", metavar="P", callback=validate_project, help="The project's events, not global."
+)
+@point_options
+def timeline(
+    state: State,
+    preference_type: str,
+    pattern: str,
+    project: str | None,
+    at_seq: int | None,
+    as_of: str | None,
+) -> None:
+    """The events of evidence about TYPE PATTERN, oldest first: each signal, comparison or
+    imported record that names it, and which way it points — read from the log without
+    deriving (milliseconds where explain takes seconds on a long memory)."""
+    result = state.service.timeline(
+        state.user, preference_type, pattern, project, at_seq=at_seq, as_of=as_of
+    )
+    if state.json:
+        emit_json(msgspec.to_builtins(result))
+        return
+    console = make_console()
+    console.print(
+        Text(f"Evidence about {safe(preference_type)}/{safe(pattern)} ({where(project)})", "bold")
+    )
+    grid = table("seq", "time (UTC)", "event", "way")
+    for ev in result.events:
+        way = {"positive": "+ prefer", "negative": "- avoid"}.get(ev.polarity or "", "both")
+        event = safe(ev.signal_type or ev.kind.replace("_", " "))
+        grid.add_row(str(ev.seq), _short_ts(ev.at), event, way)
+    console.print(grid)
+    n = len(result.events)
+    console.print(f"{n} event{'s' if n != 1 else ''}")
+
+
 def render_explanation(
     result: Explanation,
     preference_type: str,
@@ -277,4 +323,4 @@ def _short_ts(ts: str) -> str:
     return safe(ts[:16].replace("T", " ")) + "Z"
 
 
-COMMANDS = (inspect, explain)
+COMMANDS = (inspect, explain, timeline)

@@ -1,4 +1,5 @@
-"""Reading and erasing memory (docs/http.md, "HTTP API"): inspect, explain, forget, reset."""
+"""Reading and erasing memory (docs/http.md, "HTTP API"): inspect, explain, timeline, forget,
+reset."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from starlette.responses import Response
 
 from creative_memory.app.service import ForgetResult, ResetResult
 from creative_memory.engine.explain import Explanation
+from creative_memory.engine.timeline import Timeline
 from creative_memory.http.jsonlog import log_event
 from creative_memory.http.routes.common import (
     ETAG_HEADERS,
@@ -66,6 +68,19 @@ async def get_explain(request: Request) -> Response:
     return encode(result)
 
 
+async def get_timeline(request: Request) -> Response:
+    """GET /api/v1/timeline/{type}/{pattern}: MemoryService.timeline (404 when unknown)."""
+    d = daemon(request)
+    user = d.auth.authenticate(request)
+    ptype, pattern = type_and_pattern(request, "/api/v1/timeline/")
+    project_id = project_query(request)
+    at_seq, as_of = point_query(request)
+    result = await d.run(
+        lambda: d.service.timeline(user, ptype, pattern, project_id, at_seq=at_seq, as_of=as_of)
+    )
+    return encode(result)
+
+
 async def delete_preference(request: Request) -> Response:
     """DELETE /api/v1/preferences/{type}/{pattern}: MemoryService.forget (idempotent)."""
     d = daemon(request)
@@ -107,6 +122,13 @@ OPERATIONS = (
         "The derivation trace of a pattern (the page's 'Why?').",
         route_path="/api/v1/explain/{rest:path}", params=(*_TYPE_PATTERN, _PROJECT, *POINT),
         responses={JSON: Explanation}, errors=(400, 401, 403, 404, 422),
+    ),
+    Operation(
+        "GET", "/api/v1/timeline/{preference_type}/{pattern}", get_timeline, "timeline",
+        "The events of evidence about a pattern, from the log without deriving (the page's "
+        "evidence timelines).",
+        route_path="/api/v1/timeline/{rest:path}", params=(*_TYPE_PATTERN, _PROJECT, *POINT),
+        responses={JSON: Timeline}, errors=(400, 401, 403, 404, 422),
     ),
     Operation(
         "POST", "/api/v1/reset", post_reset, "reset",

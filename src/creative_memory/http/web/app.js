@@ -300,7 +300,7 @@
     observeTimelines();
   }
 
-  // -- evidence timelines (GET /api/v1/explain, fetched for the cards on screen) --------------
+  // -- evidence timelines (GET /api/v1/timeline, fetched for the cards on screen) -------------
   function timelineKey(r) {
     const at = state.past ? `@${state.past.at_seq}` : "";
     return `${r.id}:${r.last_derived_event_seq}:${r.source_event_count}${at}`;
@@ -359,7 +359,7 @@
     const r = state.memory && state.memory.preferences.find((x) => timelineKey(x) === key);
     if (!r) return;
     state.pending.add(key);
-    const path = explainPath(r); // the point the card shows, even if the view moves on meanwhile
+    const path = patternPath(r, "timeline"); // the point the card shows, even if the view moves on
     timelineQueue = timelineQueue.then(async () => {
       const wanted = [...document.querySelectorAll("#records .timeline-wrap")]
         .some((b) => b.dataset.timeline === key);
@@ -368,9 +368,7 @@
         return;
       }
       try {
-        const e = await api("GET", path);
-        const mine = e.steps.filter((s) => s.effects.some((x) => x.record_id === r.id));
-        state.timelines.set(key, mine.length ? mine : e.steps);
+        state.timelines.set(key, (await api("GET", path)).events);
       } catch (err) {
         state.timelines.set(key, []);
       } finally {
@@ -460,8 +458,10 @@
       () => $(`ignore-${p}`) || $("new-project"));
   }
 
-  function explainPath(r) {
-    return `/api/v1/explain/${encodeURIComponent(r.preference_type)}/` +
+  // GET /api/v1/explain/… ("Why?": the trace, derived) or /api/v1/timeline/… (the card's
+  // evidence: the events, read from the log — cheap on a long history)
+  function patternPath(r, what) {
+    return `/api/v1/${what}/${encodeURIComponent(r.preference_type)}/` +
       `${encodeURIComponent(r.pattern)}${q({ project_id: projectOf(r.scope), ...pastQuery() })}`;
   }
 
@@ -487,7 +487,7 @@
 
   async function explain(r, opener) {
     try {
-      const e = await api("GET", explainPath(r));
+      const e = await api("GET", patternPath(r, "explain"));
       state.opener = { key: `why:${r.id}` };
       $("h-why").textContent = `Why? ${r.preference_type} / ${r.pattern} (${r.scope})`;
       $("why-summary").textContent = `${plural(e.steps.length, "event", "events")} shaped this ` +

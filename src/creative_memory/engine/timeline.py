@@ -1,0 +1,106 @@
+"""The evidence timeline of a pattern: the events of its bucket that are evidence about it,
+straight from the log (pure; no derivation).
+
+``explain`` (:mod:`creative_memory.engine.explain`) tells what each event did to the records,
+which under a fitting version means fitting the bucket before and after each of them — a
+second or more on a long history. A timeline only lists the events: what they were, when,
+and which way they pointed (a signal's polarity; a comparison's side: the chosen side is
+``positive``, the rejected one ``negative``, ``None`` when the pattern is on both). The
+settings page draws one for every card on screen (docs/daemon.md, "The page")."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import msgspec
+
+from creative_memory.engine.events import (
+    ComparisonEvent,
+    ComparisonSide,
+    Event,
+    LegacyRecordEvent,
+    SignalEvent,
+    mentions,
+)
+
+
+class TimelineEvent(msgspec.Struct, kw_only=True):
+    """One event of evidence about the pattern."""
+
+    seq: int
+    at: str
+    #: the event's kind: ``signal``, ``comparison`` or ``legacy_record``
+    kind: str
+    signal_type: str | None = None
+    #: which way the event points for the pattern (see the module docstring)
+    polarity: str | None = None
+
+
+class Timeline(msgspec.Struct, kw_only=True):
+    """The evidence about one (type, pattern) in one bucket, oldest first."""
+
+    preference_type: str
+    pattern: str
+    project_id: str | None
+    events: list[TimelineEvent]
+
+
+def _side(ev: ComparisonEvent, preference_type: str, pattern: str) -> str | None:
+    """``positive`` when only the chosen side names the pattern, ``negative`` when only
+    the rejected one does, else ``None``."""
+
+    def named(side: ComparisonSide) -> bool:
+        return any(
+            f.preference_type == preference_type and f.pattern == pattern for f in side.features
+        )
+
+    chose, over = named(ev.chose), named(ev.over)
+    if chose == over:
+        return None
+    return "positive" if chose else "negative"
+
+
+def timeline(
+    events: Iterable[Event], preference_type: str, pattern: str, project_id: str | None = None
+) -> Timeline:
+    """The events of ``events`` that are evidence about (type, pattern) in the bucket of
+    ``project_id`` (``None``: global), as :class:`TimelineEvent` items."""
+    out: list[TimelineEvent] = []
+    for ev in events:
+        if not mentions(ev, preference_type, pattern, project_id):
+            continue
+        if isinstance(ev, SignalEvent):
+            out.append(
+                TimelineEvent(
+                    seq=ev.seq,
+                    at=ev.at,
+                    kind="signal",
+                    signal_type=ev.signal_type,
+                    polarity=ev.polarity,
+                )
+            )
+        elif isinstance(ev, ComparisonEvent):
+            out.append(
+                TimelineEvent(
+                    seq=ev.seq,
+                    at=ev.at,
+                    kind="comparison",
+                    polarity=_side(ev, preference_type, pattern),
+                )
+            )
+        elif isinstance(ev, LegacyRecordEvent):
+            polarity = ev.record.get("polarity")
+            out.append(
+                TimelineEvent(
+                    seq=ev.seq,
+                    at=ev.at,
+                    kind="legacy_record",
+                    polarity=polarity if isinstance(polarity, str) else None,
+                )
+            )
+    return Timeline(
+        preference_type=preference_type, pattern=pattern, project_id=project_id, events=out
+    )
+
+
+__all__ = ["Timeline", "TimelineEvent", "timeline"]
