@@ -69,35 +69,21 @@ def timeline(
     for ev in events:
         if not mentions(ev, preference_type, pattern, project_id):
             continue
+        signal_type: str | None = None
+        polarity: str | None
         if isinstance(ev, SignalEvent):
-            out.append(
-                TimelineEvent(
-                    seq=ev.seq,
-                    at=ev.at,
-                    kind="signal",
-                    signal_type=ev.signal_type,
-                    polarity=ev.polarity,
-                )
-            )
+            kind, signal_type, polarity = "signal", ev.signal_type, ev.polarity
         elif isinstance(ev, ComparisonEvent):
-            out.append(
-                TimelineEvent(
-                    seq=ev.seq,
-                    at=ev.at,
-                    kind="comparison",
-                    polarity=_side(ev, preference_type, pattern),
-                )
+            kind, polarity = "comparison", _side(ev, preference_type, pattern)
+        else:
+            assert isinstance(ev, LegacyRecordEvent)  # the third kind mentions() names
+            said = ev.record.get("polarity")
+            kind, polarity = "legacy_record", said if isinstance(said, str) else None
+        out.append(
+            TimelineEvent(
+                seq=ev.seq, at=ev.at, kind=kind, signal_type=signal_type, polarity=polarity
             )
-        elif isinstance(ev, LegacyRecordEvent):
-            polarity = ev.record.get("polarity")
-            out.append(
-                TimelineEvent(
-                    seq=ev.seq,
-                    at=ev.at,
-                    kind="legacy_record",
-                    polarity=polarity if isinstance(polarity, str) else None,
-                )
-            )
+        )
     return Timeline(
         preference_type=preference_type, pattern=pattern, project_id=project_id, events=out
     )

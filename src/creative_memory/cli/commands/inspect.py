@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import msgspec
@@ -16,6 +16,8 @@ from creative_memory.cli.render import emit_json, point_line, safe, settings_lin
 
 if TYPE_CHECKING:
     from creative_memory.engine.explain import Explanation
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @command(
@@ -144,6 +146,21 @@ def _render_records(prefs: list[dict[str, Any]], console: Console) -> None:
         )
 
 
+def about_a_pattern(project_help: str) -> Callable[[F], F]:
+    """The arguments TYPE PATTERN, ``--project`` and ``--at-seq`` / ``--as-of`` of a command
+    about one pattern (explain, timeline)."""
+
+    def add(fn: F) -> F:
+        fn = point_options(fn)
+        fn = click.option("--project", metavar="P", callback=validate_project, help=project_help)(
+            fn
+        )
+        fn = click.argument("pattern")(fn)
+        return click.argument("preference_type", metavar="TYPE")(fn)
+
+    return add
+
+
 @command(
     epilog="""\b
 Examples:
@@ -154,12 +171,7 @@ Examples:
 Nothing to explain (no events about the pattern there) exits 1.
 """
 )
-@click.argument("preference_type", metavar="TYPE")
-@click.argument("pattern")
-@click.option(
-    "--project", metavar="P", callback=validate_project, help="The project's record, not global."
-)
-@point_options
+@about_a_pattern("The project's record, not global.")
 def explain(
     state: State,
     preference_type: str,
@@ -191,12 +203,7 @@ Examples:
 Nothing to show (no events about the pattern there) exits 1.
 """
 )
-@click.argument("preference_type", metavar="TYPE")
-@click.argument("pattern")
-@click.option(
-    "--project", metavar="P", callback=validate_project, help="The project's events, not global."
-)
-@point_options
+@about_a_pattern("The project's events, not global.")
 def timeline(
     state: State,
     preference_type: str,

@@ -4,6 +4,7 @@ reset."""
 from __future__ import annotations
 
 import logging
+from typing import Literal
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -57,27 +58,24 @@ async def get_memory(request: Request) -> Response:
 
 async def get_explain(request: Request) -> Response:
     """GET /api/v1/explain/{type}/{pattern}: MemoryService.explain (404 when unknown)."""
-    d = daemon(request)
-    user = d.auth.authenticate(request)
-    ptype, pattern = type_and_pattern(request, "/api/v1/explain/")
-    project_id = project_query(request)
-    at_seq, as_of = point_query(request)
-    result = await d.run(
-        lambda: d.service.explain(user, ptype, pattern, project_id, at_seq=at_seq, as_of=as_of)
-    )
-    return encode(result)
+    return await _about_pattern(request, "explain")
 
 
 async def get_timeline(request: Request) -> Response:
     """GET /api/v1/timeline/{type}/{pattern}: MemoryService.timeline (404 when unknown)."""
+    return await _about_pattern(request, "timeline")
+
+
+async def _about_pattern(request: Request, op: Literal["explain", "timeline"]) -> Response:
+    """``GET /api/v1/{op}/{type}/{pattern}?project_id=&at_seq=&as_of=``: the service's
+    ``op`` for the token's user, in the thread pool."""
     d = daemon(request)
     user = d.auth.authenticate(request)
-    ptype, pattern = type_and_pattern(request, "/api/v1/timeline/")
+    ptype, pattern = type_and_pattern(request, f"/api/v1/{op}/")
     project_id = project_query(request)
     at_seq, as_of = point_query(request)
-    result = await d.run(
-        lambda: d.service.timeline(user, ptype, pattern, project_id, at_seq=at_seq, as_of=as_of)
-    )
+    read = d.service.explain if op == "explain" else d.service.timeline
+    result = await d.run(lambda: read(user, ptype, pattern, project_id, at_seq=at_seq, as_of=as_of))
     return encode(result)
 
 
