@@ -78,3 +78,15 @@ def test_the_service_reads_the_log_and_not_the_derivation(tmp_path: Path) -> Non
         service.timeline("alice", "color", "neon_palete")
     with pytest.raises(NotFound, match="did you mean color/neon_palette"):
         service.timeline("alice", "colour", "neon_palette")
+
+
+def test_a_forgotten_pattern_has_no_timeline_left(tmp_path: Path) -> None:
+    """The decoded log the timeline reads is dropped when the pattern is forgotten (the
+    history is an erasure listener): nothing erased is shown again."""
+    FileStorage(tmp_path).append("alice", history().events)
+    service = MemoryService(MemoryStore(tmp_path))
+    assert len(service.timeline("alice", *NEON).events) == 5  # the log is now kept decoded
+    assert service.forget("alice", *NEON).events_removed > 0
+    with pytest.raises(NotFound):
+        service.timeline("alice", *NEON)
+    assert [e.seq for e in service.timeline("alice", *GRID).events]  # the rest stays
