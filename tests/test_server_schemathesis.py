@@ -34,7 +34,7 @@ RUNNER = "import sys; from schemathesis.cli import schemathesis; sys.exit(schema
 
 
 #: The operations in two halves, run as two tests (xdist spreads them over both cores).
-READS = r"^/api/v1/(memory|prompt|explain|preferences)"
+READS = r"^/api/v1/(memory|prompt|explain|timeline|preferences)"
 GROUPS = {"reading": ("--include-path-regex", READS), "the rest": ("--exclude-path-regex", READS)}
 
 
