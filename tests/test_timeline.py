@@ -1,4 +1,4 @@
-"""The evidence timeline of a pattern (engine/timeline.py, docs/daemon.md "The page"): the
+"""The evidence timeline of a pattern (engine/timeline.py; docs/daemon.md, the page): the
 events of its bucket that are evidence about it, read from the log without deriving — the
 same events as the own steps of ``explain``, with the way each one points."""
 

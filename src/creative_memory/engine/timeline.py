@@ -6,7 +6,7 @@ which under a fitting version means fitting the bucket before and after each of 
 second or more on a long history. A timeline only lists the events: what they were, when,
 and which way they pointed (a signal's polarity; a comparison's side: the chosen side is
 ``positive``, the rejected one ``negative``, ``None`` when the pattern is on both). The
-settings page draws one for every card on screen (docs/daemon.md, "The page")."""
+page draws one for every card on screen (docs/daemon.md, "The Settings → Memory page")."""
 
 from __future__ import annotations
 
