@@ -1,5 +1,5 @@
 """Finding a pattern a person asked about: close names among their own records, and the
-answer when there is nothing to show (docs/cli.md, "Troubleshooting")."""
+answer when there is nothing to show (docs/cli.md, "Exit codes and errors")."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def close_names(store: MemoryStore, user_id: str, preference_type: str, pattern:
     return close[:3]
 
 
-def where(project_id: str | None) -> str:
+def _where(project_id: str | None) -> str:
     """The bucket a pattern was looked for in, in words."""
     return f"project {project_id}" if project_id else "global memory"
 
@@ -46,5 +46,5 @@ def nothing(
     return NotFound(
         "pattern",
         f"nothing {what}: {user_id} has no memory of "
-        f"{preference_type}/{pattern} in {where(project_id)}{hint}",
+        f"{preference_type}/{pattern} in {_where(project_id)}{hint}",
     )
