@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, get_args
 
@@ -20,7 +20,15 @@ import creative_memory as cm
 from creative_memory import MemoryStore, Preference
 from creative_memory.engine.constants import SignalType
 from creative_memory.engine.derivation.base import clamp, confidence_of, drop_rung
-from creative_memory.engine.timeutil import MS_PER_DAY, fixed2, format_ts, parse_ts, u16len
+from creative_memory.engine.timeutil import (
+    MAX_INSTANT_MS,
+    MS_PER_DAY,
+    fixed2,
+    format_ts,
+    parse_ts,
+    try_parse_ts,
+    u16len,
+)
 from tests.conftest import ManualClock, tag
 
 U = "alice"
@@ -185,6 +193,76 @@ def test_u16len() -> None:
 def test_format_ts() -> None:
     assert format_ts(0) == "1970-01-01T00:00:00.000Z"
     assert format_ts(1704067200123) == "2024-01-01T00:00:00.123Z"
+    # JS toISOString around year 0 and past 9999 (expanded years, a sign and six digits)
+    year0 = -62_167_219_200_000  # new Date("0000-01-01T00:00:00Z").getTime()
+    assert format_ts(year0) == "0000-01-01T00:00:00.000Z"
+    assert format_ts(year0 + 59 * MS_PER_DAY) == "0000-02-29T00:00:00.000Z"  # 0 is a leap year
+    assert format_ts(year0 - 1) == "-000001-12-31T23:59:59.999Z"
+    assert format_ts(year0 - 366 * MS_PER_DAY) == "-000002-12-31T00:00:00.000Z"
+    assert format_ts(year0 - 146_097 * MS_PER_DAY) == "-000400-01-01T00:00:00.000Z"  # 400 years
+    assert format_ts(253_402_300_800_000) == "+010000-01-01T00:00:00.000Z"
+    assert format_ts(MAX_INSTANT_MS) == "+275760-09-13T00:00:00.000Z"
+    assert format_ts(-MAX_INSTANT_MS) == "-271821-04-20T00:00:00.000Z"
+
+
+def test_every_instant_format_ts_writes_reads_back() -> None:
+    """What the store writes (normalised timestamps) it can read: every instant an
+    ECMAScript Date holds, through year 0 and the expanded years; datetime agrees on the
+    dates it knows (years 1–9999)."""
+    import random
+
+    rng = random.Random(19)
+    instants = [rng.randrange(-MAX_INSTANT_MS, MAX_INSTANT_MS + 1) for _ in range(3000)]
+    instants += [rng.randrange(-62_300_000_000_000, -62_000_000_000_000) for _ in range(3000)]
+    instants += [MAX_INSTANT_MS, -MAX_INSTANT_MS, 0, -1]
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    for ms in instants:
+        text = format_ts(ms)
+        assert try_parse_ts(text) == ms, text
+        if -62_135_596_800_000 <= ms < 253_402_300_800_000:  # 0001-01-01 … 9999-12-31
+            as_dt = epoch + timedelta(milliseconds=ms)
+            assert text == f"{as_dt.year:04d}" + as_dt.strftime("-%m-%dT%H:%M:%S.") + (
+                f"{ms % 1000:03d}Z"
+            )
+    assert try_parse_ts("+275760-09-13T00:00:00.001Z") is None  # beyond a Date
+    assert try_parse_ts("-000000-01-01") is None  # ECMAScript: no minus zero year
+    assert try_parse_ts("+002024-01-01") == try_parse_ts("2024-01-01")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["２０２４-01-01T00:00:00Z", "٢٠٢٤-٠١-٠١", "2024-01-01T1０:00:00Z", "2024-01-01T10:00:00.٣Z"],
+)
+def test_timestamps_are_written_in_ascii_digits(store: MemoryStore, raw: str) -> None:
+    """Digits of another script (which ``\\d`` and ``int()`` take) are not a timestamp's."""
+    assert try_parse_ts(raw) is None
+    with pytest.raises(cm.ValidationError) as err:
+        put(store, "p", ts=raw)
+    assert err.value.field == "timestamp"
+    assert store.events(U) == []
+
+
+def test_a_timestamp_past_9999_in_utc_is_stored_and_read_back(tmp_path: Path) -> None:
+    """An offset that moves a valid timestamp past 9999 (or before year 0) in UTC gives an
+    expanded year, which every later read of the log takes (it used to make the log
+    unreadable)."""
+    first = MemoryStore(tmp_path)
+    late = put(first, "late", ts="9999-12-31T23:59:59-01:00")
+    early = put(first, "early", ts="0000-01-01T00:00:00+01:00")
+    assert late.last_seen == "+010000-01-01T00:59:59.000Z"
+    assert late.decay_at == "+010000-03-31T00:59:59.000Z"
+    assert early.last_seen == "-000001-12-31T23:00:00.000Z"
+    assert put(first, "zero", ts="0000-01-01").last_seen == "0000-01-01T00:00:00.000Z"
+    first.close()
+    again = MemoryStore(tmp_path)
+    seen = {r.pattern: r.last_seen for r in again.list_preferences(U)}
+    assert seen == {
+        "late": "+010000-01-01T00:59:59.000Z",
+        "early": "-000001-12-31T23:00:00.000Z",
+        "zero": "0000-01-01T00:00:00.000Z",
+    }
+    again.retrieve_for_injection(U)
+    again.close()
 
 
 # ---------------------------------------------------------------------------------------

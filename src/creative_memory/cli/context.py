@@ -134,7 +134,7 @@ validate_project = validator(validate_project_id)
 validate_version = validator(_check_version)
 
 
-_BARE_DATE = re.compile(r"(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?")
+_BARE_DATE = re.compile(r"([0-9]{4})(?:-([0-9]{2})(?:-([0-9]{2}))?)?")
 
 
 def end_of_local_day(text: str) -> str | None:

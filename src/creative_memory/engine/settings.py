@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
+from creative_memory.engine.timeutil import ts_to_ms
+
 
 class VersionChange(msgspec.Struct, kw_only=True):
     """One switch of a user's derivation version: when, and from which to which."""
@@ -32,7 +34,8 @@ def version_at(settings: UserSettings, default: str, at: str | None) -> str:
     if at is None:
         return settings.derivation_version or default
     version = settings.derivation_history[0].previous if settings.derivation_history else None
+    at_ms = ts_to_ms(at)  # as instants: an expanded year (``+010000-…``) sorts apart as text
     for change in settings.derivation_history:
-        if change.at <= at:
+        if ts_to_ms(change.at) <= at_ms:
             version = change.version
     return version or settings.derivation_version or default

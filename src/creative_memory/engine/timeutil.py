@@ -14,15 +14,20 @@ from creative_memory.engine.errors import ValidationError
 
 MS_PER_DAY = 86_400_000
 
+#: Digits are ASCII ``[0-9]`` (``\\d`` would take any Unicode decimal digit). A year is four
+#: digits or, as ECMAScript's expanded years, a sign and six (what :func:`format_ts` writes
+#: outside 0000–9999, so that everything it writes reads back).
 _TS_RE = re.compile(
-    r"(?P<y>\d{4})(?:-(?P<mo>\d{2})(?:-(?P<d>\d{2})"
-    r"(?:T(?P<h>\d{2}):(?P<mi>\d{2})(?::(?P<s>\d{2})(?:\.(?P<f>\d+))?)?"
-    r"(?P<z>Z|[+-]\d{2}:\d{2})?)?)?)?"
+    r"(?P<y>[0-9]{4}|[+-][0-9]{6})(?:-(?P<mo>[0-9]{2})(?:-(?P<d>[0-9]{2})"
+    r"(?:T(?P<h>[0-9]{2}):(?P<mi>[0-9]{2})(?::(?P<s>[0-9]{2})(?:\.(?P<f>[0-9]+))?)?"
+    r"(?P<z>Z|[+-][0-9]{2}:[0-9]{2})?)?)?)?"
 )
-_NORMALISED_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
+_NORMALISED_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
 #: The shapes hosts send (``…:SSZ``, ``…:SS.mmmZ``): read by position, without the groups
 #: of the full grammar.
-_COMMON_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{3})?Z")
+_COMMON_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{3})?Z")
+#: The instants an ECMAScript ``Date`` holds: ±100,000,000 days around the epoch.
+MAX_INSTANT_MS = 8_640_000_000_000_000
 
 _DAYS_IN_MONTH = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
@@ -34,7 +39,7 @@ def _is_leap(y: int) -> bool:
 def _days_from_civil(y: int, m: int, d: int) -> int:
     """Days since 1970-01-01 for a proleptic Gregorian date (Howard Hinnant's algorithm)."""
     y -= m <= 2
-    era = (y if y >= 0 else y - 399) // 400
+    era = y // 400  # Python's floor division: the algorithm's era for negative years too
     yoe = y - era * 400
     doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
     doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
@@ -43,7 +48,7 @@ def _days_from_civil(y: int, m: int, d: int) -> int:
 
 def _civil_from_days(z: int) -> tuple[int, int, int]:
     z += 719468
-    era = (z if z >= 0 else z - 146096) // 146097
+    era = z // 146097  # floor division, as the algorithm's era is (before 0000-03-01 too)
     doe = z - era * 146097
     yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
     y = yoe + era * 400
@@ -57,10 +62,12 @@ def _civil_from_days(z: int) -> tuple[int, int, int]:
 def try_parse_ts(text: str) -> int | None:
     """Parse an ISO 8601 / RFC 3339 date or date-time to epoch ms, or ``None`` if invalid.
 
-    Grammar: ``YYYY``, ``YYYY-MM``, ``YYYY-MM-DD``, optionally
-    followed by ``THH:MM``, ``THH:MM:SS`` or ``THH:MM:SS.f…`` and an optional zone ``Z`` or
-    ``±HH:MM``. No zone means UTC. Only the first three fraction digits count.
-    ``T24:00`` (with zero seconds and fraction) means the next midnight.
+    Grammar: ``YYYY``, ``YYYY-MM``, ``YYYY-MM-DD`` (the year may be an expanded one,
+    ``±YYYYYY``, as :func:`format_ts` writes outside 0000–9999), optionally followed by
+    ``THH:MM``, ``THH:MM:SS`` or ``THH:MM:SS.f…`` and an optional zone ``Z`` or ``±HH:MM``.
+    No zone means UTC. Only the first three fraction digits count. ``T24:00`` (with zero
+    seconds and fraction) means the next midnight. Digits are ASCII; an instant an
+    ECMAScript ``Date`` cannot hold (beyond :data:`MAX_INSTANT_MS`) is invalid.
     """
     ms = _PARSED.get(text, _UNSEEN)
     if ms is not _UNSEEN:
@@ -102,7 +109,7 @@ def _parse_common(text: str) -> int | None:
 def _parse_grammar(text: str) -> int | None:
     """:func:`try_parse_ts` by the full grammar."""
     m = _TS_RE.fullmatch(text)
-    if m is None:
+    if m is None or m["y"] == "-000000":  # ECMAScript: minus zero is not a year
         return None
     year = int(m["y"])
     month = int(m["mo"]) if m["mo"] else 1
@@ -132,7 +139,8 @@ def _parse_grammar(text: str) -> int | None:
             return None
         offset_min = (oh * 60 + om) * (1 if zone[0] == "+" else -1)
     days = _days_from_civil(year, month, day)
-    return (((days * 24 + hour) * 60 + minute - offset_min) * 60 + second) * 1000 + millis
+    ms = (((days * 24 + hour) * 60 + minute - offset_min) * 60 + second) * 1000 + millis
+    return ms if -MAX_INSTANT_MS <= ms <= MAX_INSTANT_MS else None
 
 
 def parse_ts(text: object, field: str = "timestamp") -> int:
@@ -220,8 +228,8 @@ def ts_to_ms(text: str) -> int:
     (``SS`` and ``mmm`` side by side are ``SS × 1000 + mmm``).
 
     Only a date and an ``HH:MM`` of a timestamp that matched the normalised form enter the
-    memos, so when both are there the rest of the form is checked by hand — the separators
-    and ``str.isdecimal`` for the digits, which is what the pattern's ``\\d`` matches —
+    memos, so when both are there the rest of the form is checked by hand — the separators,
+    and ``str.isascii`` with ``str.isdecimal`` for the digits (the pattern's ``[0-9]``) —
     instead of by the pattern (docs/performance.md, "Cold derivation (third pass)"). The
     last timestamp read is remembered with its result (:data:`_LAST_READ`)."""
     global _LAST_READ
@@ -233,7 +241,10 @@ def ts_to_ms(text: str) -> int:
         minutes = _MINUTES_CACHE.get(text[11:16])
         if days is not None and minutes is not None and text[10] == "T":
             sms = text[17:19] + text[20:23]
-            if text[16] == ":" and text[19] == "." and text[23] == "Z" and sms.isdecimal():
+            if (
+                text[16] == ":" and text[19] == "." and text[23] == "Z"
+                and sms.isascii() and sms.isdecimal()
+            ):  # fmt: skip
                 ms = (days * 1440 + minutes) * 60_000 + int(sms)
                 _LAST_READ = (text, ms)
                 return ms
@@ -289,7 +300,7 @@ def ts_to_ms_normalised(texts: Sequence[str]) -> list[int | None]:
     day = d[6] * 10 + d[7]
     # _days_from_civil(y, m, day)
     y = y - (m <= 2)
-    era = np.where(y >= 0, y, y - 399) // 400
+    era = y // 400  # numpy floors, as _days_from_civil
     yoe = y - era * 400
     doy = (153 * (m + np.where(m > 2, -3, 9)) + 2) // 5 + day - 1
     doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
