@@ -108,14 +108,14 @@ def check_wire_event(raw: Mapping[str, Any], recorded_ms: int) -> None:
 
 def purge_event(ev: dict[str, Any], erasure: Erasure) -> dict[str, Any] | None:
     """A pending wire event with ``erasure`` applied: ``None`` when nothing of it is left,
-    a copy without the pattern's signals (in its bucket) and without a diff that names it
-    (in any bucket, as the log's refinements), or ``ev`` itself when it is untouched."""
+    a copy without the pattern's signals and without a diff that names it (both in its
+    bucket, as the log's signals and refinements), or ``ev`` itself when it is untouched."""
     if ev.get("user_id") != erasure.user_id:
         return ev
     bucket = ev.get("project_id") or None
     if erasure.everything or (not erasure.is_forget and bucket == erasure.bucket):
         return None
-    if not erasure.is_forget:
+    if not erasure.is_forget or bucket != erasure.bucket:
         return ev
     out = ev
     diff = ev.get("diff")
@@ -123,7 +123,7 @@ def purge_event(ev: dict[str, Any], erasure: Erasure) -> dict[str, Any] | None:
         out = {**out, "diff": None}
     meta = ev.get("artifact_meta")
     signals = meta.get("signals") if isinstance(meta, Mapping) else None
-    if bucket == erasure.bucket and isinstance(signals, list):
+    if isinstance(signals, list):
         kept = [
             s
             for s in signals

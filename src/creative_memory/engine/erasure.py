@@ -22,7 +22,7 @@ from creative_memory.engine.events import (
     RefinementEvent,
     SignalEvent,
     bucket_of,
-    mentions,
+    event_bucket,
 )
 
 Keep = Callable[[Event], Event | None]
@@ -83,47 +83,82 @@ def in_bucket(ev: Event, bucket: str | None) -> bool:
     """Whether ``ev`` belongs to the record bucket ``bucket`` (``None`` = global): evidence
     for it (signals, comparisons, legacy records) or a refinement-log entry of its project
     (a reset of the bucket erases both)."""
-    if isinstance(ev, RefinementEvent):
-        return (ev.project_id or None) == bucket
-    has, b = bucket_of(ev)
+    has, b = event_scope(ev)
     return has and b == bucket
 
 
-def _strings(value: Any) -> Iterator[str]:
+def event_scope(ev: Event) -> tuple[bool, str | None]:
+    """Whether ``ev`` belongs to a bucket, and which (``None`` = global): the bucket it is
+    evidence for, or a refinement's project (``""`` and ``None`` both mean global)."""
+    if isinstance(ev, RefinementEvent):
+        return True, ev.project_id or None
+    return bucket_of(ev)
+
+
+def strings_of(value: Any) -> Iterator[str]:
     """Every string inside a JSON-like value (mapping keys included)."""
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
         for k, v in value.items():
-            yield from _strings(k)
-            yield from _strings(v)
+            yield from strings_of(k)
+            yield from strings_of(v)
     elif isinstance(value, list | tuple):
         for v in value:
-            yield from _strings(v)
+            yield from strings_of(v)
+
+
+def bounded_at(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` stands as a whole word: not run into a letter or digit
+    on a side where it begins (ends) with one (docs/storage.md, "Erasure")."""
+    if text[start].isalnum() and start > 0 and text[start - 1].isalnum():
+        return False
+    return not (text[end - 1].isalnum() and end < len(text) and text[end].isalnum())
+
+
+def names_pattern(text: str, pattern: str) -> bool:
+    """Whether ``text`` names ``pattern`` as a whole word or token: an occurrence, exact
+    (case-sensitive), that is not part of a longer word — ``red`` is named by ``"removed
+    red"``, ``"red_button"`` and ``"#red;"``, not by ``"reduced"`` or ``"credits"``."""
+    if not pattern:
+        return False
+    i = text.find(pattern)
+    while i >= 0:
+        if bounded_at(text, i, i + len(pattern)):
+            return True
+        i = text.find(pattern, i + 1)
+    return False
 
 
 def diff_mentions(diff: Any, pattern: str) -> bool:
-    """Whether any string inside a free JSON ``diff`` contains ``pattern``."""
-    return any(pattern in s for s in _strings(diff))
+    """Whether any string inside a free JSON ``diff`` names ``pattern``
+    (:func:`names_pattern`)."""
+    return any(names_pattern(s, pattern) for s in strings_of(diff))
 
 
-def forget_filter(
-    ev: Event, preference_type: str, pattern: str, project_id: str | None
-) -> Event | None:
-    """``ev`` with every trace of (``preference_type``, ``pattern``) in the bucket removed:
-    ``None`` when nothing of it is left, a copy without the pattern's features (pairwise
-    comparisons), or ``ev`` itself when it does not mention it."""
-    if isinstance(ev, SignalEvent | LegacyRecordEvent):
-        return None if mentions(ev, preference_type, pattern, project_id) else ev
+#: Whether a feature (bucket, preference type, pattern) is the one a forget erases.
+IsFeature = Callable[[str | None, str, str], bool]
+#: Whether a refinement's diff, in its bucket, names the pattern a forget erases.
+DiffNames = Callable[[str | None, Any], bool]
+
+
+def erase_feature(ev: Event, is_feature: IsFeature, diff_names: DiffNames) -> Event | None:
+    """``ev`` with every trace of one feature removed: ``None`` when nothing of it is left,
+    a copy without the feature (pairwise comparisons), or ``ev`` itself when it does not
+    mention it. Signals and legacy records of the feature go; a refinement goes when its
+    diff names the pattern in the same bucket."""
+    if isinstance(ev, SignalEvent):
+        return None if is_feature(event_bucket(ev), ev.preference_type, ev.pattern) else ev
+    if isinstance(ev, LegacyRecordEvent):
+        t, p = ev.record.get("preference_type"), ev.record.get("pattern")
+        hit = isinstance(t, str) and isinstance(p, str) and is_feature(ev.bucket, t, p)
+        return None if hit else ev
     if isinstance(ev, ComparisonEvent):
-        if not mentions(ev, preference_type, pattern, project_id):
-            return ev
+        bucket = event_bucket(ev)
 
         def strip(side: Any) -> Any:
             feats = [
-                f
-                for f in side.features
-                if not (f.preference_type == preference_type and f.pattern == pattern)
+                f for f in side.features if not is_feature(bucket, f.preference_type, f.pattern)
             ]
             return (
                 side
@@ -139,5 +174,18 @@ def forget_filter(
         return msgspec.structs.replace(ev, chose=chose, over=over)
     if isinstance(ev, RefinementEvent):
         # Free-text diffs can name the pattern; erasure must be real, so drop such entries.
-        return None if diff_mentions(ev.diff, pattern) else ev
+        return None if diff_names(ev.project_id or None, ev.diff) else ev
     return ev
+
+
+def forget_filter(
+    ev: Event, preference_type: str, pattern: str, project_id: str | None
+) -> Event | None:
+    """``ev`` with every trace of (``preference_type``, ``pattern``) in the bucket removed
+    (:func:`erase_feature`): its signals, legacy records and comparison features, and the
+    bucket's refinements whose diff names the pattern (:func:`diff_mentions`)."""
+    return erase_feature(
+        ev,
+        lambda b, t, p: b == project_id and t == preference_type and p == pattern,
+        lambda b, diff: b == project_id and diff_mentions(diff, pattern),
+    )
