@@ -1,7 +1,7 @@
 """Forgetting a pattern erases the refinement-log entries *of that bucket* whose diff names
 it as a whole word — not every entry of every project that contains its letters
-(docs/storage.md, "Erasure"). The same rule holds for the log and for what a capture
-layer still holds."""
+(docs/storage.md, "Erasure"). The same rule holds for the log, for what a capture layer
+still holds, and for the erasure notes that reach another process's held events."""
 
 from __future__ import annotations
 
@@ -10,7 +10,16 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from creative_memory import CaptureLayer, MemoryStore
-from creative_memory.engine.erasure import diff_mentions, names_pattern
+from creative_memory.engine.erasure import Erasure, diff_mentions, forget_filter, names_pattern
+from creative_memory.engine.erasure_notes import apply_notes, note_for
+from creative_memory.engine.events import (
+    ComparisonEvent,
+    ComparisonSide,
+    Event,
+    Feature,
+    RefinementEvent,
+    SignalEvent,
+)
 from tests.conftest import ManualClock
 
 if TYPE_CHECKING:
@@ -19,6 +28,7 @@ if TYPE_CHECKING:
 pytest_plugins = ["tests.pg_fixtures", "tests.backends"]
 
 U = "u"
+AT = "2026-01-01T00:00:00.000Z"
 
 
 def test_forgetting_a_pattern_keeps_other_buckets_and_other_words(backend: Backend) -> None:
@@ -73,6 +83,57 @@ def test_what_names_a_pattern(text: str, pattern: str, named: bool) -> None:
     assert names_pattern(text, pattern) is named
     assert diff_mentions({"k": [text]}, pattern) is named
     assert diff_mentions({text: 1}, pattern) is named  # keys are text too
+
+
+EVENTS: list[Event] = [
+    SignalEvent(seq=1, at=AT, recorded_at=AT, signal_type="explicit_tag",
+                preference_type="color", pattern="red", polarity="positive",
+                scope="project", project_id="p1"),
+    SignalEvent(seq=2, at=AT, recorded_at=AT, signal_type="explicit_tag",
+                preference_type="color", pattern="red", polarity="positive", scope="global"),
+    SignalEvent(seq=3, at=AT, recorded_at=AT, signal_type="explicit_tag",
+                preference_type="tone", pattern="red", polarity="positive",
+                scope="project", project_id="p1"),
+    RefinementEvent(seq=4, at=AT, recorded_at=AT, project_id="p1", diff="removed red"),
+    RefinementEvent(seq=5, at=AT, recorded_at=AT, project_id="p1", diff="reduced"),
+    RefinementEvent(seq=6, at=AT, recorded_at=AT, project_id="p2", diff="removed red"),
+    RefinementEvent(seq=7, at=AT, recorded_at=AT, project_id=None, diff={"a": ["x red y"]}),
+    RefinementEvent(seq=8, at=AT, recorded_at=AT, project_id="", diff="red"),
+    ComparisonEvent(seq=9, at=AT, recorded_at=AT, scope="project", project_id="p1",
+                    chose=ComparisonSide(features=[Feature("color", "red"),
+                                                   Feature("color", "blue")]),
+                    over=ComparisonSide(features=[Feature("color", "red")])),
+    ComparisonEvent(seq=10, at=AT, recorded_at=AT,
+                    chose=ComparisonSide(features=[Feature("color", "red")]),
+                    over=ComparisonSide(features=[])),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("project", [None, "p1", "p2"])
+@pytest.mark.parametrize("pattern", ["red", "blue", "removed red"])
+def test_the_erasure_notes_erase_exactly_what_the_log_filter_does(
+    project: str | None, pattern: str
+) -> None:
+    """A held event delivered after an erasure elsewhere loses what the log lost, told by
+    the note's salted digests alone (docs/storage.md, "Erasure notes")."""
+    note = note_for(Erasure(U, project, "color", pattern), "salt")
+    by_note = apply_notes(EVENTS, [note])
+    by_filter = [e for e in (forget_filter(ev, "color", pattern, project) for ev in EVENTS) if e]
+    assert by_note == by_filter
+    assert pattern not in repr(note)
+
+
+@pytest.mark.parametrize("scope", ["all", "global", "project:p1"])
+def test_the_notes_of_a_reset_drop_the_bucket(scope: str) -> None:
+    project = scope.split(":")[1] if scope.startswith("project:") else None
+    note = note_for(Erasure(U, bucket=project, everything=scope == "all"), "s")
+    kept = [ev.seq for ev in apply_notes(EVENTS, [note])]
+    expected = {
+        "all": [],
+        "global": [1, 3, 4, 5, 6, 9],
+        "project:p1": [2, 6, 7, 8, 10],
+    }[scope]
+    assert kept == expected
 
 
 def test_a_pending_edit_of_another_bucket_keeps_its_diff(tmp_path: Any) -> None:

@@ -398,10 +398,13 @@ class DerivedStates:
         *,
         records: bool = True,
         if_settings: SettingsSeen | None = None,
+        if_generation: str | None = None,
     ) -> list[Preference | Refinement | None]:
         """Durably append ``events`` (only if the user's settings are still
         ``if_settings``, when it has a token: else
-        :class:`~creative_memory.storage.base.SettingsChanged`); with ``records``, return
+        :class:`~creative_memory.storage.base.SettingsChanged`; only if the log is still
+        ``if_generation``, when given: else
+        :class:`~creative_memory.storage.base.LogRewritten`); with ``records``, return
         what each one touched.
 
         The appended events are folded from memory when this store's state for the user
@@ -411,7 +414,9 @@ class DerivedStates:
         concurrent appends share one fsync (docs/storage.md, "Group commit"), and the fold
         from memory happens only if the user's lock is free at once."""
         if not records:
-            appended = self.storage.append_positioned(user_id, events, if_settings=if_settings)
+            appended = self.storage.append_positioned(
+                user_id, events, if_settings=if_settings, if_generation=if_generation
+            )
             if appended.durable:
                 self.continue_if_free(user_id, appended)
             else:  # a deferred sync: folded once synced (see deferred_appends), if at all
@@ -422,7 +427,9 @@ class DerivedStates:
                     pending.append((self, user_id, appended))
             return [None] * len(appended.events)
         with self.user_lock(user_id):
-            appended = self.storage.append_positioned(user_id, events, if_settings=if_settings)
+            appended = self.storage.append_positioned(
+                user_id, events, if_settings=if_settings, if_generation=if_generation
+            )
             if not appended.durable:  # pragma: no cover - no caller does this
                 raise RuntimeError("an append that returns records cannot be deferred")
             seqs = [e.seq for e in appended.events]

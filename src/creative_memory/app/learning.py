@@ -67,6 +67,30 @@ def signals_decision(
     return decide
 
 
+def captured_decision(
+    signals: Sequence[Mapping[str, Any]],
+    refinement: Mapping[str, Any] | None,
+    now_ms: int,
+    *,
+    learning: bool,
+    logging: bool,
+) -> Decision:
+    """The decision for an event held since its capture (docs/capture.md, "Held events"):
+    taken then — signals if learning was on, the refinement unless learning was paused —
+    whatever the settings at delivery."""
+    recorded_at = format_ts(now_ms)
+
+    def decide(_settings: UserSettings) -> list[Event]:
+        events: list[Event] = []
+        if learning:
+            events = [build_signal_event(s, now_ms, recorded_at) for s in signals]
+        if refinement is not None and logging:
+            events.append(build_refinement_event(refinement, recorded_at))
+        return events
+
+    return decide
+
+
 def when(
     allowed: Callable[[UserSettings, int], bool], events: list[Event], now_ms: int
 ) -> Decision:

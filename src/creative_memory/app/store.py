@@ -17,28 +17,24 @@ from typing import Any
 
 import msgspec
 
+from creative_memory.app import erasing
 from creative_memory.app import learning as rules
 from creative_memory.app.derived import DerivedStates, _Memo
 from creative_memory.app.door import LogDoor
+from creative_memory.app.held import StoreHolding
 from creative_memory.app.paths import read_file
 from creative_memory.app.results import SettingsView
 from creative_memory.capture.redaction import RedactionPolicy
 from creative_memory.engine.constants import DERIVATION_VERSION
 from creative_memory.engine.derivation.registry import DerivedState, check_version
-from creative_memory.engine.erasure import (
-    Erasure,
-    ErasureListener,
-    anchored,
-    forget_filter,
-    in_bucket,
-)
+from creative_memory.engine.erasure import ErasureListener
+from creative_memory.engine.erasure_notes import ErasureNote, apply_notes
 from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.events import (
     ComparisonEvent,
     DecayPassEvent,
     Event,
     LegacyRecordEvent,
-    ProjectAnchorEvent,
     build_refinement_event,
     validate_project_id,
     validate_stored_event,
@@ -168,10 +164,22 @@ class MemoryStore:
         records: bool = True,
         settings: UserSettings | None = None,
         if_settings: SettingsSeen | None = None,
+        notes: Sequence[ErasureNote] = (),
+        if_generation: str | None = None,
     ) -> list[Preference | Refinement | None]:
         states = self._states_of(user_id, settings=settings)
         admitted = self._door.admit(events)
-        return states.append(user_id, admitted, records=records, if_settings=if_settings)
+        if notes:  # a held event: without what was erased since (docs/capture.md)
+            admitted = apply_notes(admitted, notes)
+            if not admitted:
+                return []
+        return states.append(
+            user_id,
+            admitted,
+            records=records,
+            if_settings=if_settings,
+            if_generation=if_generation,
+        )
 
     def _states_of(
         self, user_id: str, version: str | None = None, settings: UserSettings | None = None
@@ -194,8 +202,14 @@ class MemoryStore:
 
     def add_erasure_listener(self, listener: ErasureListener) -> None:
         """Purge ``listener`` (a capture layer holding pending events) before every forget
-        and reset, whichever surface asks (docs/architecture.md, "Erasure"). Held weakly."""
+        and reset, whichever surface asks (docs/architecture.md, "Erasure"). Held weakly.
+        A listener that takes one (``use_holding``: a capture layer) is also given the
+        store's holding, to judge what it holds as of capture (docs/capture.md, "Held
+        events")."""
         self._door.add_listener(listener)
+        use_holding = getattr(listener, "use_holding", None)
+        if use_holding is not None:
+            use_holding(StoreHolding(self))
 
     def remove_erasure_listener(self, listener: ErasureListener) -> None:
         """Stop purging ``listener``."""
@@ -240,14 +254,29 @@ class MemoryStore:
         return [r if isinstance(r, Preference) else None for r in results[: len(signals)]]
 
     def _append_allowed(
-        self, user_id: str, decide: rules.Decision, records: bool = True
+        self,
+        user_id: str,
+        decide: rules.Decision,
+        records: bool = True,
+        *,
+        notes: Sequence[ErasureNote] = (),
+        if_generation: str | None = None,
     ) -> tuple[UserSettings, list[Preference | Refinement | None] | None]:
         """Append what ``decide`` makes of the user's settings, on the condition that they
-        still hold (:func:`~creative_memory.app.learning.append_as_allowed`)."""
+        still hold (:func:`~creative_memory.app.learning.append_as_allowed`) — less what
+        ``notes`` erased, and only in ``if_generation`` when given (a held event)."""
         def append(
             st: UserSettings, events: Sequence[Event], seen: SettingsSeen
         ) -> list[Preference | Refinement | None]:
-            return self._append(user_id, events, records=records, settings=st, if_settings=seen)
+            return self._append(
+                user_id,
+                events,
+                records=records,
+                settings=st,
+                if_settings=seen,
+                notes=notes,
+                if_generation=if_generation,
+            )
 
         return rules.append_as_allowed(self._storage, user_id, decide, append)
 
@@ -330,30 +359,7 @@ class MemoryStore:
 
     def _reset(self, user_id: str, scope: str) -> int:
         """:meth:`reset_memory`, returning how many events were erased (the service's count)."""
-        validate_user_id(user_id)
-        project = parse_scope(scope)
-        self._door.purge(Erasure(user_id, bucket=project, everything=scope == "all"))
-        erased = 0
-        if scope == "all":
-            erased = self._rewrite(user_id, lambda ev: None)
-            self._storage.write_settings(user_id, UserSettings())
-        elif scope == "global":
-            erased = self._erase(user_id, lambda ev: None if in_bucket(ev, None) else ev)
-        elif project is not None:
-            erased = self._erase(user_id, lambda ev: None if in_bucket(ev, project) else ev)
-            with self._locked(user_id):
-                state, _ = self._refresh(user_id)
-                missing = state.project_records(project) is None
-            if missing:
-                now = self._recorded_at()
-                self._append(
-                    user_id,
-                    [ProjectAnchorEvent(at=now, recorded_at=now, project_id=project)],
-                    records=False,
-                )
-        if not self._storage.user_exists(user_id):
-            self._storage.write_settings(user_id, self._settings(user_id))
-        return erased
+        return erasing.reset(self, user_id, scope)
 
     def log_refinement(
         self,
@@ -404,30 +410,7 @@ class MemoryStore:
         project_id: str | None = None,
     ) -> int:
         """Erase every raw event about (``preference_type``, ``pattern``) in the bucket."""
-        validate_feature(user_id, preference_type, pattern, project_id)
-        self._door.purge(Erasure(user_id, project_id, preference_type, pattern))
-        if not self._storage.user_exists(user_id):
-            return 0
-        return self._erase(
-            user_id, lambda ev: forget_filter(ev, preference_type, pattern, project_id)
-        )
-
-    def _erase(self, user_id: str, keep: Callable[[Event], Event | None]) -> int:
-        """Rewrite the log through ``keep``, anchoring each project bucket's first event
-        (:func:`~creative_memory.engine.erasure.anchored`). Returns how many events were
-        removed or changed (anchors do not count)."""
-        return self._rewrite(user_id, anchored(keep))
-
-    def _rewrite(self, user_id: str, keep: Callable[[Event], Event | None]) -> int:
-        """Rewrite the log, then — under the same lock — delete every derived artefact
-        (cache entries, snapshot) that may hold erased content, and re-derive."""
-
-        with self._locked(user_id):
-            changed = self._storage.rewrite(user_id, keep)
-            if changed:
-                self._forget_states(user_id)
-                self._refresh(user_id, write_back=True)
-            return changed
+        return erasing.forget(self, user_id, preference_type, pattern, project_id)
 
     def import_prototype(self, user_id: str, path: str | os.PathLike[str]) -> int:
         """Import a prototype-era ``preferences.json`` as ``legacy_record`` events (plus its

@@ -6,6 +6,8 @@ turn per ``(user, artifact)`` it is about when it is planned, and reaches the st
 after every delivery about the same artifact planned before it: an event never overtakes
 an earlier one of its artifact (or its edit window). An erasure rewrites the held
 deliveries still waiting (:meth:`Deliveries.waiting_held`) and waits for those under way.
+A held delivery carries what the store said when its event began to be held
+(``since``, docs/capture.md, "Held events").
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from creative_memory.capture.holding import Held
 from creative_memory.capture.report import CaptureReport, CaptureResult, Status
 
 TurnKey = tuple[str, str | None]
@@ -25,12 +28,14 @@ WindowKey = tuple[str, str | None, str | None]  # (user, artifact, session)
 
 @dataclass
 class EditWindow:
-    """A coalescing window of edit-saves: when it opened, when it expires, its order."""
+    """A coalescing window of edit-saves: when it opened, when it expires, its order, and
+    what the store said when it opened (``held``: every save in it was captured so)."""
 
     opened_ms: int
     deadline_ms: int
     order: int
     events: list[dict[str, Any]]
+    held: Held | None = None
 
 
 @dataclass
@@ -38,7 +43,8 @@ class Delivery:
     """One event on its way to the store. ``event`` is ``None`` once an erasure purged it
     away; ``window`` is the edit window it was flushed from (put back on a storage error);
     ``held``: it was pending in the layer (an edit window, a generation), so an erasure
-    rewrites it; ``settle``: the layer settles its generations once it is stored."""
+    rewrites it; ``settle``: the layer settles its generations once it is stored;
+    ``since``: what the store said when the event began to be held (its sink honours it)."""
 
     kind: str
     event: dict[str, Any] | None
@@ -49,6 +55,7 @@ class Delivery:
     artifacts: list[str]
     window: tuple[WindowKey, EditWindow] | None = None
     settle: bool = False
+    since: Held | None = None
     running: bool = False
     keys: tuple[TurnKey, ...] = ()
     tickets: tuple[int, ...] = field(default=())
@@ -105,7 +112,7 @@ class Deliveries:
         self,
         steps: list[Step],
         report: CaptureReport,
-        handle: Callable[[str, Mapping[str, Any]], None],
+        handle: Callable[[str, Mapping[str, Any], Held | None], None],
         redact: Callable[[str, Counter[str]], str],
     ) -> None:
         """Deliver ``steps`` in order, each in its turn (without the lock while ``handle``
@@ -130,7 +137,7 @@ class Deliveries:
             try:
                 if event is not None:
                     try:
-                        handle(step.kind, event)
+                        handle(step.kind, event, step.since)
                         stored = True
                     except ValueError as exc:  # ValidationError and friends
                         reason = redact(str(exc), report.redactions)
@@ -157,3 +164,29 @@ class Deliveries:
             d.running = False
             self._finish(d, stored, restore)
             self._cond.notify_all()
+
+
+def artifacts_of(kind: str, clean: Mapping[str, Any]) -> list[str]:
+    """The artifacts an event is about (both sides of a comparison)."""
+    if kind == "pairwise_comparison":
+        out = []
+        for side in ("chose", "over"):
+            s = clean.get(side)
+            if isinstance(s, Mapping) and isinstance(s.get("artifact_id"), str):
+                out.append(s["artifact_id"])
+        return out
+    art = clean.get("artifact_id")
+    return [art] if isinstance(art, str) else []
+
+
+def merge_edits(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """One edit-save from a window: the last save's artifact state and time; every save's
+    diff (a single diff stays as it was)."""
+    last = dict(events[-1])
+    last["event"] = "artifact_edited_and_saved"
+    diffs = [e["diff"] for e in events if e.get("diff") is not None]
+    if len(events) > 1 and diffs:
+        last["diff"] = {"coalesced_saves": len(events), "diffs": diffs}
+    elif diffs:
+        last["diff"] = diffs[0]
+    return last

@@ -40,7 +40,10 @@ with a storage error stays pending and is retried on the next call.
 Before any rule, an event must meet the wire format's limits (``capture/wire.py``,
 docs/capture.md, "Limits"). A store that accepts erasure listeners (``MemoryStore``) gets
 the layer registered as one: every forget and reset, through any surface, first purges the
-pending edit-saves and generations it erases (:meth:`CaptureLayer.purge`).
+pending edit-saves and generations it erases (:meth:`CaptureLayer.purge`) — and the layer
+is given the store's :class:`~.holding.Holding`: an event it holds is judged as of its
+capture, on what the settings allowed then and on what was erased since, in any process
+(docs/capture.md, "Held events").
 
 Every call returns a :class:`CaptureReport` counting accepted / coalesced / rejected events
 with reasons (the shape of the daemon's ``POST /api/v1/events`` answer). Reasons are redacted
@@ -55,29 +58,42 @@ erasure also rewrites the deliveries still waiting and waits for those under way
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
 from creative_memory.capture import adapter
 from creative_memory.capture.adapter import Handler, SignalSink
-from creative_memory.capture.delivery import Deliveries, Delivery, EditWindow, WindowKey
+from creative_memory.capture.checks import Rejected as _Rejected
+from creative_memory.capture.checks import check_trigger as _check_trigger
+from creative_memory.capture.checks import prevalidate as _prevalidate
+from creative_memory.capture.checks import short as _short
+from creative_memory.capture.delivery import (
+    Deliveries,
+    Delivery,
+    EditWindow,
+    WindowKey,
+    artifacts_of,
+    merge_edits,
+)
+from creative_memory.capture.holding import Held, Holding
 from creative_memory.capture.redaction import RedactionPolicy
 from creative_memory.capture.report import CaptureReport, CaptureResult, Status, describe
 from creative_memory.capture.wire import check_wire_event, purge_event
 from creative_memory.engine.erasure import Erasure
 from creative_memory.engine.errors import ValidationError
-from creative_memory.engine.events import validate_project_id
-from creative_memory.engine.text import PREVIEW_CHARS, preview
-from creative_memory.engine.timeutil import instant_to_ms, try_parse_ts
+from creative_memory.engine.timeutil import instant_to_ms
 
 AbandonMode = Literal["active_tab", "any_pending"]
 Instant = int | str | datetime
 
 CAPTURE_ONLY_KINDS = ("generation_started", "tab_activated")
+#: The kinds whose events the layer holds (an edit window, an unsettled generation).
+HELD_KINDS = ("artifact_edited_and_saved", "generation_started")
 
 
 @dataclass(frozen=True)
@@ -106,18 +122,13 @@ class CaptureConfig:
 @dataclass
 class _Generation:
     event: dict[str, Any]  # redacted generation_started payload (fields of an abandon event)
+    held: Held | None = None  # what the store said when it started
 
 
 @dataclass
 class _Session:
     pending: dict[str, _Generation] = field(default_factory=dict)  # artifact_id → generation
     active: str | None = None
-
-
-class _Rejected(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 class CaptureLayer:
@@ -142,6 +153,7 @@ class CaptureLayer:
         self._closed = False
         self._lock = threading.RLock()
         self._out = Deliveries(self._lock, self._delivered)
+        self._holding: Holding | None = None  # given by the store when it registers us
         register = getattr(store, "add_erasure_listener", None)
         if register is not None:  # erasure reaches what is pending here (docs/capture.md)
             register(self)
@@ -158,10 +170,32 @@ class CaptureLayer:
         with self._lock:
             if self._closed:
                 raise RuntimeError("capture layer is closed")
+        batch = list(events)
+        holds = self._holds(batch)
         self._step(lambda: self._flush_expired(now_ms), report)
-        for i, ev in enumerate(events):
-            self._step(functools.partial(self._one, ev, i, now_ms, report), report)
+        for i, ev in enumerate(batch):
+            self._step(functools.partial(self._one, ev, i, now_ms, report, holds), report)
         return report
+
+    def use_holding(self, holding: Holding) -> None:
+        """Judge the events this layer holds as of their capture through ``holding`` (a
+        ``MemoryStore`` calls it when the layer registers; docs/capture.md, "Held events")."""
+        self._holding = holding
+
+    def _holds(self, events: list[Mapping[str, Any]]) -> dict[str, Held]:
+        """What the store says now of each user of ``events`` whose event may be held,
+        asked before the lock (a storage error raises here, before anything is decided)."""
+        holds: dict[str, Held] = {}
+        if self._holding is None:
+            return holds
+        for ev in events:
+            if not isinstance(ev, Mapping) or ev.get("event") not in HELD_KINDS:
+                continue
+            user = ev.get("user_id")
+            if isinstance(user, str) and user not in holds:
+                with contextlib.suppress(ValidationError):  # rejected later, with a reason
+                    holds[user] = self._holding.hold(user)
+        return holds
 
     def tick(self, now: Instant) -> CaptureReport:
         """Deliver every coalescing window that has expired at ``now``."""
@@ -230,7 +264,7 @@ class CaptureLayer:
                     if new is None:
                         del session.pending[art]
                     elif new is not gen.event:
-                        session.pending[art] = _Generation(new)
+                        session.pending[art] = _Generation(new, gen.held)
                     changed += new is not gen.event
             if erasure.everything:
                 for k in [k for k in self._thumbs if k[0] == erasure.user_id]:
@@ -256,10 +290,19 @@ class CaptureLayer:
             return list(s.pending) if s else []
 
     # -- dispatch ------------------------------------------------------------------------
-    def _one(self, raw: Mapping[str, Any], index: int, now_ms: int, report: CaptureReport) -> None:
+    def _one(
+        self,
+        raw: Mapping[str, Any],
+        index: int,
+        now_ms: int,
+        report: CaptureReport,
+        holds: Mapping[str, Held],
+    ) -> None:
         kind = raw.get("event") if isinstance(raw, Mapping) else None
         name = kind if isinstance(kind, str) else "?"
         artifact = _str_or_none(raw.get("artifact_id")) if isinstance(raw, Mapping) else None
+        user = raw.get("user_id") if isinstance(raw, Mapping) else None
+        held = holds.get(user) if isinstance(user, str) else None
         try:
             if not isinstance(raw, Mapping):
                 raise _Rejected("event must be an object")
@@ -268,13 +311,13 @@ class CaptureLayer:
             except ValidationError as exc:
                 raise _Rejected(str(exc)) from exc
             if kind == "generation_started":
-                self._generation_started(raw, index, now_ms, report)
+                self._generation_started(raw, index, now_ms, report, held)
             elif kind == "tab_activated":
                 self._tab_activated(raw)
                 self._out.note(CaptureResult(name, "accepted", None, artifact, index))
             elif isinstance(kind, str) and kind in self._handlers:
                 done = CaptureResult(name, "accepted", None, artifact, index)
-                result = self._handler_event(kind, raw, now_ms, report, done)
+                result = self._handler_event(kind, raw, now_ms, report, done, held)
                 if result is not None:
                     self._out.note(CaptureResult(name, result[0], result[1], artifact, index))
             else:
@@ -291,6 +334,7 @@ class CaptureLayer:
         now_ms: int,
         report: CaptureReport,
         done: CaptureResult,
+        held: Held | None,
     ) -> tuple[Status, str | None] | None:
         """Apply the rule of ``kind``: a result now, or ``None`` when the event is planned
         for delivery (its result comes with the delivery)."""
@@ -300,7 +344,7 @@ class CaptureLayer:
             _check_trigger(trigger, "explicit", cfg.accept_triggers, kind)
         elif kind == "artifact_edited_and_saved":
             _check_trigger(trigger, "manual_edit", cfg.edit_triggers, kind)
-            return self._edit(raw, now_ms, report)
+            return self._edit(raw, now_ms, report, held)
         elif kind == "explicit_tag_applied":
             _check_trigger(trigger, "explicit", cfg.tag_triggers, kind)
         elif kind == "generation_abandoned":
@@ -315,7 +359,7 @@ class CaptureLayer:
                 return "coalesced", debounced
         clean = self.redaction.redact_event(raw, report.redactions)
         # keep the log in causal order: pending edits of the same artifacts go first
-        arts = _artifacts_of(kind, clean)
+        arts = artifacts_of(kind, clean)
         for art in arts:
             self._flush_artifact(art)
         self._deliver(kind, clean, arts, done, "rejected", held=False, settle=True)
@@ -332,15 +376,18 @@ class CaptureLayer:
         held: bool,
         settle: bool = False,
         window: tuple[WindowKey, EditWindow] | None = None,
+        since: Held | None = None,
     ) -> None:
         user = clean.get("user_id")
         user_key = user if isinstance(user, str) else repr(user)
         self._out.plan(
-            Delivery(kind, clean, user_key, done, fail, held, artifacts, window, settle)
+            Delivery(kind, clean, user_key, done, fail, held, artifacts, window, settle, since)
         )
 
-    def _handle(self, kind: str, event: Mapping[str, Any]) -> None:
-        self._handlers[kind](self.store, event, records=False)  # nothing reads the records
+    def _handle(self, kind: str, event: Mapping[str, Any], since: Held | None) -> None:
+        """Deliver ``event``; a held one through the store's sink for when it was captured."""
+        sink = self.store if since is None or self._holding is None else self._holding.sink(since)
+        self._handlers[kind](sink, event, records=False)  # nothing reads the records
 
     def _delivered(self, d: Delivery, stored: bool, restore: bool) -> None:
         """After a delivery (under the lock): settle what a stored event settles; put the
@@ -357,7 +404,7 @@ class CaptureLayer:
 
     # -- rules ---------------------------------------------------------------------------
     def _edit(
-        self, raw: Mapping[str, Any], now_ms: int, report: CaptureReport
+        self, raw: Mapping[str, Any], now_ms: int, report: CaptureReport, held: Held | None
     ) -> tuple[Status, str | None]:
         _prevalidate(raw)
         clean = self.redaction.redact_event(raw, report.redactions)
@@ -365,15 +412,18 @@ class CaptureLayer:
         key = (user, _str_or_none(clean.get("artifact_id")), _str_or_none(clean.get("session_id")))
         window = self._edits.get(key)
         self._settle("artifact_edited_and_saved", clean)
-        if window is not None and now_ms < window.deadline_ms:
+        joins = window is not None and (
+            window.held == held if window.held is None else window.held.admits(held)
+        )
+        if window is not None and now_ms < window.deadline_ms and joins:
             window.events.append(clean)
             n = len(window.events)
             return "coalesced", f"merged into the pending edit-save ({n} saves in this window)"
-        if window is not None:  # expired but not yet flushed (no call since): deliver first
-            self._flush(key)
+        if window is not None:  # expired but not yet flushed (no call since), or captured
+            self._flush(key)  # before an erasure or a settings change: delivered first
         self._order += 1
         deadline = now_ms + round(self.config.coalesce_window_s * 1000)
-        self._edits[key] = EditWindow(now_ms, deadline, self._order, [clean])
+        self._edits[key] = EditWindow(now_ms, deadline, self._order, [clean], held)
         return "accepted", None
 
     def _debounce_thumbs(self, raw: Mapping[str, Any], now_ms: int) -> str | None:
@@ -391,7 +441,12 @@ class CaptureLayer:
         return None
 
     def _generation_started(
-        self, raw: Mapping[str, Any], index: int, now_ms: int, report: CaptureReport
+        self,
+        raw: Mapping[str, Any],
+        index: int,
+        now_ms: int,
+        report: CaptureReport,
+        held: Held | None,
     ) -> None:
         user = raw.get("user_id")
         art = raw.get("artifact_id")
@@ -425,10 +480,16 @@ class CaptureLayer:
                 f"new generation {art} started while {victim} was unaccepted",
                 victim,
             )
-            self._deliver("generation_abandoned", ev, [victim], done, "failed", held=True)
+            # inferred now (on the settings of now), about a generation shown since gen.held
+            since = gen.held if held is None or gen.held is None else replace(
+                held, generation=gen.held.generation
+            )
+            self._deliver(
+                "generation_abandoned", ev, [victim], done, "failed", held=True, since=since
+            )
         gen_event = {k: v for k, v in clean.items() if k != "event"}
         session.pending.pop(art, None)
-        session.pending[art] = _Generation(gen_event)
+        session.pending[art] = _Generation(gen_event, held)
         if active:
             session.active = art
         self._out.note(CaptureResult("generation_started", "accepted", None, art, index))
@@ -454,7 +515,7 @@ class CaptureLayer:
         user = clean.get("user_id")
         if not isinstance(user, str):
             return
-        arts = _artifacts_of(kind, clean)
+        arts = artifacts_of(kind, clean)
         settled: list[tuple[str, str | None]] = []
         for key, session in self._sessions.items():
             if key[0] != user:
@@ -501,10 +562,12 @@ class CaptureLayer:
         done = CaptureResult(
             "artifact_edited_and_saved", "flushed", f"{n} save(s) coalesced into one signal", key[1]
         )
-        merged = _merge_edits(window.events)
+        merged = merge_edits(window.events)
         arts = [] if key[1] is None else [key[1]]
         kind = "artifact_edited_and_saved"
-        self._deliver(kind, merged, arts, done, "failed", held=True, window=(key, window))
+        self._deliver(
+            kind, merged, arts, done, "failed", held=True, window=(key, window), since=window.held
+        )
 
 
 # -- helpers -----------------------------------------------------------------------------
@@ -516,68 +579,8 @@ def _to_ms(now: Instant) -> int:
     return instant_to_ms(now, "now")
 
 
-def _short(value: object) -> str:
-    """A value as a reason quotes it: its repr, of a short prefix when it is long."""
-    if isinstance(value, str) and len(value) > PREVIEW_CHARS:
-        return f"{value[:PREVIEW_CHARS]!r}… ({len(value)} characters)"
-    return repr(value) if isinstance(value, str) else preview(value)
-
-
 def _str_or_none(value: object) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _check_trigger(trigger: object, default: str, allowed: frozenset[str], kind: str) -> None:
-    t = default if trigger is None else trigger
-    if not isinstance(t, str):
-        raise _Rejected(f"{kind}: trigger must be a string, got {type(t).__name__}")
-    if t not in allowed:
-        raise _Rejected(
-            f"{kind} is not captured from trigger {_short(t)}; "
-            f"allowed: {', '.join(sorted(allowed))}"
-        )
-
-
-def _prevalidate(raw: Mapping[str, Any]) -> None:
-    """The adapter's checks for an event that is delivered later (docs/engine.md, "Adapter")."""
-    user = raw.get("user_id")
-    if not isinstance(user, str) or not user:
-        raise _Rejected("event.user_id must be a non-empty string")
-    ts = raw.get("timestamp")
-    if not isinstance(ts, str) or not ts or try_parse_ts(ts) is None:
-        raise _Rejected("event.timestamp must be a valid ISO 8601 date string")
-    try:
-        adapter.classify(raw.get("artifact_meta"))
-        project_id = raw.get("project_id")
-        if project_id:
-            validate_project_id(project_id)
-    except ValidationError as exc:
-        raise _Rejected(str(exc)) from exc
-
-
-def _artifacts_of(kind: str, clean: Mapping[str, Any]) -> list[str]:
-    if kind == "pairwise_comparison":
-        out = []
-        for side in ("chose", "over"):
-            s = clean.get(side)
-            if isinstance(s, Mapping) and isinstance(s.get("artifact_id"), str):
-                out.append(s["artifact_id"])
-        return out
-    art = clean.get("artifact_id")
-    return [art] if isinstance(art, str) else []
-
-
-def _merge_edits(events: list[dict[str, Any]]) -> dict[str, Any]:
-    """One edit-save from a window: the last save's artifact state and time; every save's
-    diff (a single diff stays as it was)."""
-    last = dict(events[-1])
-    last["event"] = "artifact_edited_and_saved"
-    diffs = [e["diff"] for e in events if e.get("diff") is not None]
-    if len(events) > 1 and diffs:
-        last["diff"] = {"coalesced_saves": len(events), "diffs": diffs}
-    elif diffs:
-        last["diff"] = diffs[0]
-    return last
 
 
 __all__ = [

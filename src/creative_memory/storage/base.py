@@ -14,6 +14,7 @@ from typing import Protocol
 
 import msgspec
 
+from creative_memory.engine.erasure_notes import ErasureNote
 from creative_memory.engine.events import Event
 from creative_memory.engine.settings import UserSettings
 
@@ -72,6 +73,16 @@ class SettingsChanged(Exception):
         self.now = now
 
 
+class LogRewritten(Exception):
+    """An append conditioned on the log's generation (``if_generation``) found it
+    rewritten since, and wrote nothing; ``generation`` is the one it found (docs/storage.md,
+    "Erasure notes")."""
+
+    def __init__(self, user_id: str, generation: str) -> None:
+        super().__init__(f"the log of user {user_id} was rewritten")
+        self.generation = generation
+
+
 class EventLogStorage(Protocol):
     """Append-only per-user event log, settings, and derived artefacts."""
 
@@ -118,22 +129,46 @@ class EventLogStorage(Protocol):
         ...
 
     def append_positioned(
-        self, user_id: str, events: Sequence[Event], *, if_settings: SettingsSeen | None = None
+        self,
+        user_id: str,
+        events: Sequence[Event],
+        *,
+        if_settings: SettingsSeen | None = None,
+        if_generation: str | None = None,
     ) -> Appended:
         """:meth:`append`, also telling where the events landed (see :class:`Appended`).
         With ``if_settings`` carrying a token of this backend's, only if the user's
-        settings are still the ones it names (else :class:`SettingsChanged`)."""
+        settings are still the ones it names (else :class:`SettingsChanged`). With
+        ``if_generation``, only if the log is still that generation (``""``: there is no
+        log yet, or one this append creates) — else :class:`LogRewritten`, nothing
+        written."""
         ...
 
-    def rewrite(self, user_id: str, keep: Callable[[Event], Event | None]) -> int:
+    def rewrite(
+        self,
+        user_id: str,
+        keep: Callable[[Event], Event | None],
+        *,
+        note: ErasureNote | None = None,
+    ) -> int:
         """Atomically rewrite the log through ``keep`` (``None`` drops an event) and, in the
         same critical section, delete every derived artefact of the user. Returns the
-        number of events dropped or changed. ``seq`` numbers are never reused."""
+        number of events dropped or changed. ``seq`` numbers are never reused. Without
+        ``note`` nothing is written when nothing changes; with it (an erasure) the log of
+        an existing user is always rewritten — a new generation, ``note`` kept with it
+        (:meth:`rewrite_history`) — and derived artefacts always deleted, so a retried
+        erasure leaves nothing behind."""
         ...
 
     def replace_all(self, user_id: str, events: Sequence[Event]) -> None:
         """Atomically replace the whole log with ``events`` (keeping their ``seq``) and
-        delete every derived artefact of the user."""
+        delete every derived artefact of the user (a rewrite that erases nothing: its note
+        says so)."""
+        ...
+
+    def rewrite_history(self, user_id: str) -> tuple[str, list[ErasureNote]]:
+        """The log's generation (``""`` when there is no log) and the notes of its latest
+        rewrites, oldest first (docs/storage.md, "Erasure notes")."""
         ...
 
     def generation(self, user_id: str) -> str:

@@ -13,6 +13,7 @@ from typing import BinaryIO
 
 import msgspec
 
+from creative_memory.engine.erasure_notes import ErasureNote
 from creative_memory.engine.errors import StorageError
 from creative_memory.engine.events import CHAIN_GENESIS, decode_event
 from creative_memory.storage.files.fsutil import fsync_dir
@@ -22,11 +23,18 @@ LOG_FORMAT_VERSION = 1
 
 class LogHeader(msgspec.Struct, kw_only=True, tag_field="kind", tag="header"):
     """First line of every log. ``generation`` changes on every rewrite; ``seq_floor`` is the
-    highest ``seq`` ever assigned when the log was last rewritten (so ``seq`` is never reused)."""
+    highest ``seq`` ever assigned when the log was last rewritten (so ``seq`` is never reused);
+    ``erasures``: the notes of the latest rewrites (docs/storage.md, "Erasure notes"),
+    absent until the first one."""
 
     v: int = LOG_FORMAT_VERSION
     generation: str
     seq_floor: int = 0
+    erasures: list[ErasureNote] | msgspec.UnsetType = msgspec.UNSET
+
+    def notes(self) -> list[ErasureNote]:
+        """The erasure notes the header keeps (none when absent)."""
+        return [] if self.erasures is msgspec.UNSET else list(self.erasures)
 
 
 _header_decoder = msgspec.json.Decoder(LogHeader)
@@ -82,10 +90,21 @@ def prepare_tail(fd: int, path: Path) -> tuple[int, str, str]:
     except msgspec.DecodeError as exc:
         raise StorageError(f"{path}: last line is not a valid event; refusing to append") from exc
     # The header's floor covers erased events that were newer than every survivor.
-    first = os.pread(fd, 4096, 0)
-    header_line = first[: first.find(b"\n")] if b"\n" in first else first
-    header = decode_header(header_line, path)
+    header = decode_header(read_header_line(fd), path)
     return max(ev.seq, header.seq_floor), ev.h, header.generation
+
+
+def read_header_line(fd: int) -> bytes:
+    """The log's first line (without its newline), however long its erasure notes make it."""
+    size = 4096
+    while True:
+        first = os.pread(fd, size, 0)
+        nl = first.find(b"\n")
+        if nl >= 0:
+            return first[:nl]
+        if len(first) < size:
+            return first
+        size *= 4
 
 
 READ_CHUNK = 1 << 20  # bytes of the log read (and decoded) at a time

@@ -24,21 +24,20 @@ import re
 import secrets
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import BinaryIO
 
 import msgspec
 
+from creative_memory.engine.erasure_notes import ErasureNote, remember
 from creative_memory.engine.errors import StorageError
 from creative_memory.engine.events import (
     Event,
-    decode_event,
     decode_event_lines,
     encode_event,
     rechain,
     sequenced,
 )
 from creative_memory.engine.settings import UserSettings
-from creative_memory.storage.base import Appended, LogSnapshot, SettingsSeen
+from creative_memory.storage.base import Appended, LogRewritten, LogSnapshot, SettingsSeen
 from creative_memory.storage.files.appending import (
     LOG_FORMAT_VERSION as LOG_FORMAT_VERSION,
 )
@@ -56,6 +55,7 @@ from creative_memory.storage.files.fsutil import atomic_write as atomic_write
 from creative_memory.storage.files.fsutil import fsync_dir as fsync_dir
 from creative_memory.storage.files.fsutil import make_private_dir as make_private_dir
 from creative_memory.storage.files.locks import UserLocks
+from creative_memory.storage.files.reading import decode_lines, open_with_header
 from creative_memory.storage.files.settings import SettingsReader
 from creative_memory.storage.groupcommit import GroupCommit
 
@@ -134,7 +134,8 @@ class FileStorage:
 
     def _purge_derived(self, user_id: str) -> None:
         """Delete the cache, the snapshot and any temp file a crashed writer left behind
-        (caller holds the lock, so no write is in progress)."""
+        (caller holds the lock, so no write is in progress), durably: the directories are
+        fsynced, so a crash cannot bring a deleted entry back."""
         self._cache(user_id).clear()
         d = self.user_dir(user_id)
         with contextlib.suppress(FileNotFoundError):
@@ -142,6 +143,9 @@ class FileStorage:
         for stray in [*d.glob(".*.tmp"), *(d / "cache").glob(".*.tmp")]:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(stray)
+        for where in (d / "cache", d):
+            with contextlib.suppress(FileNotFoundError):
+                fsync_dir(where)
 
     # -- paths and locking ---------------------------------------------------------------
     def user_dir(self, user_id: str) -> Path:
@@ -188,20 +192,6 @@ class FileStorage:
             return []
         return sorted(str(p.relative_to(d)) for p in d.rglob("*"))
 
-    def _decode_lines(self, data: bytes, path: Path, first_lineno: int) -> list[Event]:
-        events: list[Event] = []
-        if not data:
-            return events
-        for i, line in enumerate(data.split(b"\n")):
-            try:
-                events.append(decode_event(line))
-            except msgspec.DecodeError as exc:
-                raise StorageError(
-                    f"{path}: line {first_lineno + i} is not a valid event ({exc}); "
-                    "the log is corrupt — restore it from a backup or an export"
-                ) from exc
-        return events
-
     def _open_log(self, user_id: str) -> tuple[Path, bytes, LogHeader] | None:
         """Read the whole log: ``(path, data, header)``; ``None`` if there is no log yet."""
         path = self._log_path(user_id)
@@ -215,23 +205,6 @@ class FileStorage:
             return None
         return path, data, decode_header(data[:nl], path)
 
-    def _open_with_header(self, path: Path) -> tuple[BinaryIO, bytes, LogHeader] | None:
-        """Open the log positioned after its header line; ``None`` when there is no log
-        or not even a complete header (no events)."""
-        try:
-            f = open(path, "rb")  # noqa: SIM115 - the caller closes it
-        except FileNotFoundError:
-            return None
-        first = f.readline()
-        if not first.endswith(b"\n"):
-            f.close()
-            return None
-        try:
-            return f, first, decode_header(first[:-1], path)
-        except StorageError:
-            f.close()
-            raise
-
     def _decode_chunk(
         self, data: bytes | memoryview, path: Path, fd: int, offset: int
     ) -> list[Event]:
@@ -242,7 +215,7 @@ class FileStorage:
             return decode_event_lines(data)
         except msgspec.DecodeError:
             before = os.pread(fd, offset, 0).count(b"\n")
-            return self._decode_lines(bytes(data), path, before + 1)
+            return decode_lines(bytes(data), path, before + 1)
 
     def event_count(self, user_id: str) -> int:
         """How many events the log holds: its complete lines after the header (a torn final
@@ -250,7 +223,7 @@ class FileStorage:
         same generation and only grows (appends; a rewrite starts a new generation), only
         the bytes added since the last count."""
         path = self._log_path(user_id)
-        opened = self._open_with_header(path)
+        opened = open_with_header(path)
         if opened is None:
             return 0
         f, _, header = opened
@@ -288,7 +261,7 @@ class FileStorage:
                 st = os.stat(path)
                 if (st.st_ino, st.st_size, st.st_mtime_ns) == seen[0]:
                     return LogSnapshot(events=[], generation=seen[1], end=start, resumed=True)
-        opened = self._open_with_header(path)
+        opened = open_with_header(path)
         if opened is None:
             return LogSnapshot(events=[], generation="", end=0)
         f, first, header = opened
@@ -327,7 +300,7 @@ class FileStorage:
         """Read the log backwards from its end until an event whose chain hash is cached,
         then decode only the events after it: O(k) reading and decoding."""
         path = self._log_path(user_id)
-        opened = self._open_with_header(path)
+        opened = open_with_header(path)
         if opened is None:
             return LogSnapshot(events=[], generation="", end=0)
         f, first, header = opened
@@ -380,7 +353,12 @@ class FileStorage:
         return self.append_positioned(user_id, events).events
 
     def append_positioned(
-        self, user_id: str, events: Sequence[Event], *, if_settings: SettingsSeen | None = None
+        self,
+        user_id: str,
+        events: Sequence[Event],
+        *,
+        if_settings: SettingsSeen | None = None,
+        if_generation: str | None = None,
     ) -> Appended:
         """Append with one write and an fsync, shared with the appends of other threads
         of this process that queue meanwhile (group commit); byte offsets as positions.
@@ -390,7 +368,8 @@ class FileStorage:
         queue order, writes them all with one ``write``, fsyncs once and hands each caller
         its own :class:`Appended`. Nobody returns before the fsync; if the write or the
         fsync fails, every call of the group fails (docs/storage.md, "Group commit").
-        Settings are read fresh here (:meth:`recent_settings`): no token to check."""
+        Settings are read fresh here (:meth:`recent_settings`): no token to check. An
+        append on ``if_generation`` is written alone (checked under the lock)."""
         if if_settings is not None and if_settings.token is not None:
             raise ValueError("if_settings: a token of another storage")
         if not events:
@@ -398,9 +377,9 @@ class FileStorage:
         scope = self._deferring.scope()
         if scope is not None:  # inside deferred_sync(): written now, fsynced at its end
             scope[user_id] = None
-            return self._commit(user_id, [events], sync=False)[0]
-        if not self.group_commit:
-            return self._commit(user_id, [events])[0]
+            return self._commit(user_id, [events], sync=False, if_generation=if_generation)[0]
+        if not self.group_commit or if_generation is not None:
+            return self._commit(user_id, [events], if_generation=if_generation)[0]
         return self._groups.append(user_id, events)
 
     def deferred_sync(self) -> contextlib.AbstractContextManager[None]:
@@ -419,11 +398,17 @@ class FileStorage:
             self._seen.pop(user_id, None)
 
     def _commit(
-        self, user_id: str, batches: Sequence[Sequence[Event]], *, sync: bool = True
+        self,
+        user_id: str,
+        batches: Sequence[Sequence[Event]],
+        *,
+        sync: bool = True,
+        if_generation: str | None = None,
     ) -> list[Appended]:
         """Under the lock: number and chain ``batches`` in order after the log's tail, write
         them with one ``write`` on an ``O_APPEND`` descriptor and fsync once (``sync``; else
-        the end of the deferred_sync block fsyncs, and readers stop before them until then)."""
+        the end of the deferred_sync block fsyncs, and readers stop before them until then)
+        — if the log is still ``if_generation`` (else :class:`LogRewritten`)."""
         with self.locked(user_id):
             path = self._log_path(user_id)
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
@@ -434,9 +419,14 @@ class FileStorage:
                     _, last_seq, prev_h, generation = tail
                     start = st.st_size
                 else:  # first append of this object, or another writer changed the log
+                    created = st.st_size == 0
                     last_seq, prev_h, generation = prepare_tail(fd, path)
                     st = os.fstat(fd)
                     start = st.st_size
+                    if created and if_generation == "":
+                        if_generation = generation  # no log then, a new one now: not rewritten
+                if if_generation is not None and generation != if_generation:
+                    raise LogRewritten(user_id, generation)
                 outs: list[list[Event]] = []
                 pieces: list[bytes] = []
                 for events in batches:  # seqs and the chain continue in queue order
@@ -488,28 +478,49 @@ class FileStorage:
 
     def generation(self, user_id: str) -> str:
         """The log's current generation ("" when there is no log)."""
-        path = self._log_path(user_id)
-        try:
-            with open(path, "rb") as f:
-                first = f.readline()
-        except FileNotFoundError:
-            return ""
-        return decode_header(first[:-1], path).generation if first.endswith(b"\n") else ""
+        return self.rewrite_history(user_id)[0]
 
-    def rewrite(self, user_id: str, keep: Callable[[Event], Event | None]) -> int:
-        """Rewrite the log through ``keep`` (temp file and rename) and purge derived data."""
+    def _old_log(self, user_id: str) -> tuple[LogHeader, list[Event], int] | None:
+        """The log as it stands (under the lock): its header, its events and the highest
+        ``seq`` ever assigned; ``None`` when there is no log."""
+        opened = self._open_log(user_id)
+        if opened is None:
+            return None
+        path, data, header = opened
+        events = decode_lines(data[data.find(b"\n") + 1 : data.rfind(b"\n")], path, 2)
+        return header, events, max([header.seq_floor, *(e.seq for e in events)])
+
+    def _write_log(
+        self, user_id: str, events: Sequence[Event], floor: int, notes: list[ErasureNote]
+    ) -> None:
+        """Replace the log (a new generation; ``notes`` in its header) and delete every
+        derived artefact — before the new log is in place as well as after, so a crash
+        in between leaves nothing derived from the old content (docs/storage.md,
+        "Erasure"). Caller holds the lock."""
+        self._purge_derived(user_id)
+        lines = [encode_event(ev) for ev in rechain(events)]
+        header = LogHeader(
+            generation=secrets.token_hex(8), seq_floor=floor, erasures=notes or msgspec.UNSET
+        )
+        atomic_write(self._log_path(user_id), b"\n".join([encoder.encode(header), *lines]) + b"\n")
+        self._purge_derived(user_id)
+
+    def rewrite(
+        self,
+        user_id: str,
+        keep: Callable[[Event], Event | None],
+        *,
+        note: ErasureNote | None = None,
+    ) -> int:
+        """Rewrite the log through ``keep`` (temp file and rename) and purge derived data;
+        with a ``note`` (an erasure) also when nothing changes."""
         with self.locked(user_id):
             self._tails.pop(user_id, None)
             self._seen.pop(user_id, None)
-            path = self._log_path(user_id)
-            opened = self._open_log(user_id)
-            if opened is None:
+            old = self._old_log(user_id)
+            if old is None:
                 return 0
-            _, data, old_header = opened
-            header_end = data.find(b"\n") + 1
-            last_nl = data.rfind(b"\n")
-            events = self._decode_lines(data[header_end:last_nl], path, 2)
-            max_seq = max([old_header.seq_floor, *(e.seq for e in events)])
+            header, events, max_seq = old
             changed = 0
             survivors: list[Event] = []
             for ev in events:
@@ -518,13 +529,13 @@ class FileStorage:
                     changed += 1
                 if new is not None:
                     survivors.append(new)
-            if not changed:
+            if not changed and note is None:
                 return 0
-            lines = [encode_event(ev) for ev in rechain(survivors)]
-            header = LogHeader(generation=secrets.token_hex(8), seq_floor=max_seq)
-            atomic_write(path, b"\n".join([encoder.encode(header), *lines]) + b"\n")
-            self._purge_derived(user_id)  # still under the lock: derived data may hold
-            return changed  # erased content
+            notes = header.notes()
+            if note is not None:
+                notes = remember(notes, note, header.generation)
+            self._write_log(user_id, survivors, max_seq, notes)
+            return changed
 
     def replace_all(self, user_id: str, events: Sequence[Event]) -> None:
         """Atomically replace the whole log with ``events`` (keeping their ``seq``; the chain
@@ -532,20 +543,21 @@ class FileStorage:
         with self.locked(user_id):
             self._tails.pop(user_id, None)
             self._seen.pop(user_id, None)
-            path = self._log_path(user_id)
-            floor = 0
-            opened = self._open_log(user_id)
-            if opened is not None:
-                _, data, old_header = opened
-                header_end = data.find(b"\n") + 1
-                last_nl = data.rfind(b"\n")
-                old = self._decode_lines(data[header_end:last_nl], path, 2)
-                floor = max([old_header.seq_floor, *(e.seq for e in old)])
-            lines = [encode_event(ev) for ev in rechain(events)]
-            floor = max([floor, *(e.seq for e in events)])
-            header = LogHeader(generation=secrets.token_hex(8), seq_floor=floor)
-            atomic_write(path, b"\n".join([encoder.encode(header), *lines]) + b"\n")
-            self._purge_derived(user_id)
+            old = self._old_log(user_id)
+            floor = max([0 if old is None else old[2], *(e.seq for e in events)])
+            notes: list[ErasureNote] = []
+            if old is not None:  # a rewrite that erases nothing: noted all the same
+                notes = remember(old[0].notes(), ErasureNote(), old[0].generation)
+            self._write_log(user_id, events, floor, notes)
+
+    def rewrite_history(self, user_id: str) -> tuple[str, list[ErasureNote]]:
+        """The log's generation and the erasure notes its header keeps."""
+        opened = open_with_header(self._log_path(user_id))
+        if opened is None:
+            return "", []
+        f, _, header = opened
+        f.close()
+        return header.generation, header.notes()
 
     def read_settings(self, user_id: str) -> UserSettings | None:
         """The user's settings (re-read only when the file changed), or ``None``."""

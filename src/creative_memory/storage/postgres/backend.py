@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 import psycopg
 
+from creative_memory.engine.erasure_notes import ErasureNote, remember
 from creative_memory.engine.errors import StorageError
 from creative_memory.engine.events import (
     Event,
@@ -25,6 +26,7 @@ from creative_memory.storage.postgres.writer import TAILS_KEPT, AppendWriter, in
 _SINK_CHUNK = 4096  # events per call of a read_events sink
 
 _settings_decoder = msgspec.json.Decoder(UserSettings)
+_notes_decoder = msgspec.json.Decoder(list[ErasureNote])
 _encoder = msgspec.json.Encoder()
 
 
@@ -201,34 +203,69 @@ class PostgresStorage:
             ).fetchone()
         return str(row[0]) if row is not None and row[0] is not None else ""
 
+    def rewrite_history(self, user_id: str) -> tuple[str, list[ErasureNote]]:
+        """The log's generation and the erasure notes kept with it (one statement)."""
+        with self._db.conn() as conn:
+            row = conn.execute(
+                "SELECT generation, erasures::text FROM cm_users WHERE user_id = %s", (user_id,)
+            ).fetchone()
+        if row is None or row[0] is None:
+            return "", []
+        return str(row[0]), self._notes(user_id, row[1])
+
+    def _notes(self, user_id: str, text: str | None) -> list[ErasureNote]:
+        try:
+            return _notes_decoder.decode(text or "[]")
+        except msgspec.DecodeError as exc:
+            raise StorageError(
+                f"{self._db.described}: unreadable erasure notes of user {user_id} ({exc})"
+            ) from exc
+
     # -- writes ------------------------------------------------------------------------------
     def append(self, user_id: str, events: Sequence[Event]) -> list[Event]:
         """Durably append ``events`` in one transaction; returns them as stored."""
         return self.append_positioned(user_id, events).events
 
     def append_positioned(
-        self, user_id: str, events: Sequence[Event], *, if_settings: SettingsSeen | None = None
+        self,
+        user_id: str,
+        events: Sequence[Event],
+        *,
+        if_settings: SettingsSeen | None = None,
+        if_generation: str | None = None,
     ) -> Appended:
         """Positions are ``seq`` values, as in :meth:`read_events`: ``start`` is the seq of
         the last event before the new ones (0 when none), ``end`` the last new seq.
         Concurrent appends share one transaction (:class:`.writer.AppendWriter`);
-        ``if_settings`` is checked in it."""
+        ``if_settings`` is checked in it. An append on ``if_generation`` is the locked
+        transaction, which checks the generation."""
         seen = None if if_settings is None else if_settings.token
         if seen is not None and not isinstance(seen, Seen):
             raise ValueError("if_settings: a token of another storage")
         if not events:
             return Appended(events=[], generation=self.generation(user_id), start=0, end=0)
-        return self._writer.append(user_id, events, seen)
+        return self._writer.append(user_id, events, seen, if_generation)
 
-    def rewrite(self, user_id: str, keep: Callable[[Event], Event | None]) -> int:
-        """Rewrite the log through ``keep`` in one transaction and purge derived rows."""
+    def rewrite(
+        self,
+        user_id: str,
+        keep: Callable[[Event], Event | None],
+        *,
+        note: ErasureNote | None = None,
+    ) -> int:
+        """Rewrite the log through ``keep`` in one transaction and purge derived rows; with
+        a ``note`` (an erasure) also when nothing changes: a new generation, the note kept."""
         with self._db.tx(user_id) as conn:
             row = conn.execute(
-                "SELECT generation, seq_floor FROM cm_users WHERE user_id = %s", (user_id,)
+                "SELECT generation, seq_floor, erasures::text FROM cm_users WHERE user_id = %s",
+                (user_id,),
             ).fetchone()
             if row is None or row[0] is None:
                 return 0
             floor = int(row[1])
+            notes = self._notes(user_id, row[2])
+            if note is not None:
+                notes = remember(notes, note, row[0])
             rows = conn.execute(
                 "SELECT seq, line FROM cm_events WHERE user_id = %s ORDER BY seq",
                 (user_id,),
@@ -247,19 +284,21 @@ class PostgresStorage:
                         first_change = i
                 if new is not None:
                     survivors.append(new)
-            if not changed or first_change is None:
+            if note is None and (not changed or first_change is None):
                 return 0
-            kept = rechain(survivors)
-            # Events before the first change keep their rows (same content, same chain);
-            # everything from there on is deleted and the survivors re-inserted re-chained.
-            cut_seq = events[first_change].seq
+            if first_change is not None:
+                kept = rechain(survivors)
+                # Events before the first change keep their rows (same content, same chain);
+                # everything from there on is deleted and the survivors re-inserted.
+                cut_seq = events[first_change].seq
+                conn.execute(
+                    "DELETE FROM cm_events WHERE user_id = %s AND seq >= %s", (user_id, cut_seq)
+                )
+                insert_events(conn, user_id, [e for e in kept if e.seq >= cut_seq])
             conn.execute(
-                "DELETE FROM cm_events WHERE user_id = %s AND seq >= %s", (user_id, cut_seq)
-            )
-            insert_events(conn, user_id, [e for e in kept if e.seq >= cut_seq])
-            conn.execute(
-                "UPDATE cm_users SET generation = %s, seq_floor = %s WHERE user_id = %s",
-                (secrets.token_hex(8), max_seq, user_id),
+                "UPDATE cm_users SET generation = %s, seq_floor = %s, erasures = %s::jsonb "
+                "WHERE user_id = %s",
+                (secrets.token_hex(8), max_seq, _encoder.encode(notes).decode(), user_id),
             )
             self._purge_derived(conn, user_id)  # same transaction: derived rows may hold
             # erased content
@@ -272,7 +311,8 @@ class PostgresStorage:
         linked = rechain(events)
         with self._db.tx(user_id) as conn:
             row = conn.execute(
-                "SELECT seq_floor FROM cm_users WHERE user_id = %s", (user_id,)
+                "SELECT seq_floor, generation, erasures::text FROM cm_users WHERE user_id = %s",
+                (user_id,),
             ).fetchone()
             floor = max([int(row[0]) if row else 0, *(e.seq for e in linked)])
             generation = secrets.token_hex(8)
@@ -282,9 +322,13 @@ class PostgresStorage:
                     (user_id, generation, floor),
                 )
             else:
+                notes = self._notes(user_id, row[2])
+                if row[1] is not None:  # a rewrite that erases nothing: noted all the same
+                    notes = remember(notes, ErasureNote(), row[1])
                 conn.execute(
-                    "UPDATE cm_users SET generation = %s, seq_floor = %s WHERE user_id = %s",
-                    (generation, floor, user_id),
+                    "UPDATE cm_users SET generation = %s, seq_floor = %s, erasures = %s::jsonb "
+                    "WHERE user_id = %s",
+                    (generation, floor, _encoder.encode(notes).decode(), user_id),
                 )
             conn.execute("DELETE FROM cm_events WHERE user_id = %s", (user_id,))
             insert_events(conn, user_id, linked)

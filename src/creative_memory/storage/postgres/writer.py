@@ -25,7 +25,7 @@ import psycopg
 
 from creative_memory.engine.errors import StorageError
 from creative_memory.engine.events import CHAIN_GENESIS, Event, encode_event, sequenced
-from creative_memory.storage.base import Appended, SettingsChanged, SettingsSeen
+from creative_memory.storage.base import Appended, LogRewritten, SettingsChanged, SettingsSeen
 from creative_memory.storage.groupcommit import GroupCommit
 from creative_memory.storage.postgres.appends import (
     SQL_APPEND_MANY,
@@ -110,8 +110,18 @@ class AppendWriter:
         self._tails: dict[str, Tail] = {}  # user -> the log's tail as last written here
         self._group: GroupCommit[None, Pending] = GroupCommit(self._commit)
 
-    def append(self, user_id: str, events: Sequence[Event], seen: Seen | None) -> Appended:
-        """Append ``events`` (non-empty) durably, if the settings are still ``seen``."""
+    def append(
+        self,
+        user_id: str,
+        events: Sequence[Event],
+        seen: Seen | None,
+        if_generation: str | None = None,
+    ) -> Appended:
+        """Append ``events`` (non-empty) durably, if the settings are still ``seen`` (and
+        the log is still ``if_generation``: then as the locked transaction, on its own)."""
+        if if_generation is not None:
+            out, generation, start = self._append_locked(user_id, events, seen, if_generation)
+            return Appended(events=out, generation=generation, start=start, end=out[-1].seq)
         try:
             return self._group.append(None, (user_id, seen, events))
         except _Alone:  # not in the group's statement: written here, waiting for the lock
@@ -302,12 +312,22 @@ class AppendWriter:
                 raise StorageError(f"{self._db.error(lost)} (nothing was stored)") from lost
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _append_locked(self, user_id: str, events: Sequence[Event], seen: Seen | None) -> Written:
+    def _append_locked(
+        self,
+        user_id: str,
+        events: Sequence[Event],
+        seen: Seen | None,
+        if_generation: str | None = None,
+    ) -> Written:
         """The append as one locked transaction reading the tail (and the settings) itself:
-        for the first events of a log, and the fallback under contention."""
+        for the first events of a log, the fallback under contention, and an append on
+        ``if_generation`` (:class:`LogRewritten` when the log is another one)."""
         with self._db.tx(user_id) as conn:
             row = conn.execute(SQL_TAIL, {"u": user_id}).fetchone()
             self._check_seen(user_id, seen, None if row is None else row[4])
+            current = "" if row is None or row[0] is None else str(row[0])
+            if if_generation is not None and current != if_generation:
+                raise LogRewritten(user_id, current)
             if row is None:
                 generation = secrets.token_hex(8)
                 conn.execute(

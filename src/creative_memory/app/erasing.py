@@ -1,0 +1,90 @@
+"""Forget and reset through a ``MemoryStore`` (docs/architecture.md, "Erasure";
+docs/storage.md, "Erasure").
+
+Every erasure, in order: the store's listeners (capture layers, in this process) purge what
+they hold; the log is rewritten through the pure filter of ``engine/erasure.py`` — always
+when the user has a log, even when nothing in it matches: the rewrite starts a new
+generation, leaves an erasure note for events held elsewhere (a daemon's capture layer;
+docs/storage.md, "Erasure notes") and deletes every derived artefact, so a retried erasure
+cleans up after one that crashed halfway; then the state is derived again.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from creative_memory.engine.erasure import Erasure, anchored, forget_filter, in_bucket
+from creative_memory.engine.erasure_notes import note_for
+from creative_memory.engine.events import Event, ProjectAnchorEvent, validate_user_id
+from creative_memory.engine.scope import parse_scope, validate_feature
+from creative_memory.engine.settings import UserSettings
+
+if TYPE_CHECKING:
+    from creative_memory.app.store import MemoryStore
+
+
+def forget(
+    store: MemoryStore,
+    user_id: str,
+    preference_type: str,
+    pattern: str,
+    project_id: str | None,
+) -> int:
+    """:meth:`MemoryStore.forget`: how many events were removed or changed."""
+    validate_feature(user_id, preference_type, pattern, project_id)
+    erasure = Erasure(user_id, project_id, preference_type, pattern)
+    store._door.purge(erasure)
+    if not store._storage.user_exists(user_id):
+        return 0
+    keep = anchored(lambda ev: forget_filter(ev, preference_type, pattern, project_id))
+    return rewrite(store, user_id, keep, erasure)
+
+
+def reset(store: MemoryStore, user_id: str, scope: str) -> int:
+    """:meth:`MemoryStore.reset_memory`, returning how many events were erased."""
+    validate_user_id(user_id)
+    project = parse_scope(scope)
+    erasure = Erasure(user_id, bucket=project, everything=scope == "all")
+    store._door.purge(erasure)
+    erased = 0
+    if scope == "all":
+        erased = rewrite(store, user_id, lambda ev: None, erasure)
+        store._storage.write_settings(user_id, UserSettings())
+    elif scope == "global":
+        erased = rewrite(
+            store, user_id, anchored(lambda ev: None if in_bucket(ev, None) else ev), erasure
+        )
+    elif project is not None:
+        erased = rewrite(
+            store, user_id, anchored(lambda ev: None if in_bucket(ev, project) else ev), erasure
+        )
+        with store._locked(user_id):
+            state, _ = store._refresh(user_id)
+            missing = state.project_records(project) is None
+        if missing:
+            now = store._recorded_at()
+            store._append(
+                user_id,
+                [ProjectAnchorEvent(at=now, recorded_at=now, project_id=project)],
+                records=False,
+            )
+    if not store._storage.user_exists(user_id):
+        store._storage.write_settings(user_id, store._settings(user_id))
+    return erased
+
+
+def rewrite(
+    store: MemoryStore, user_id: str, keep: Callable[[Event], Event | None], erasure: Erasure
+) -> int:
+    """Rewrite the log through ``keep`` with the note of ``erasure`` (its digests salted
+    afresh), then — under the same lock — drop the in-memory states and derive again.
+    Returns how many events were removed or changed."""
+    note = note_for(erasure, secrets.token_hex(8))
+    with store._locked(user_id):
+        changed = store._storage.rewrite(user_id, keep, note=note)
+        store._forget_states(user_id)
+        if store._storage.generation(user_id):  # a log (rewritten): its state, written back
+            store._refresh(user_id, write_back=True)
+        return changed

@@ -1,0 +1,59 @@
+"""The checks the capture rules make of one event before it is held or delivered
+(docs/capture.md, "Capture rules"): a trigger that counts, and the adapter's own checks
+for an event that is delivered later. A failed check is a :class:`Rejected` with the reason
+the report gives."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from creative_memory.capture import adapter
+from creative_memory.engine.errors import ValidationError
+from creative_memory.engine.events import validate_project_id
+from creative_memory.engine.text import PREVIEW_CHARS, preview
+from creative_memory.engine.timeutil import try_parse_ts
+
+
+class Rejected(Exception):
+    """An event the capture rules do not take, and why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def short(value: object) -> str:
+    """A value as a reason quotes it: its repr, of a short prefix when it is long."""
+    if isinstance(value, str) and len(value) > PREVIEW_CHARS:
+        return f"{value[:PREVIEW_CHARS]!r}… ({len(value)} characters)"
+    return repr(value) if isinstance(value, str) else preview(value)
+
+
+def check_trigger(trigger: object, default: str, allowed: frozenset[str], kind: str) -> None:
+    """Reject ``kind`` unless its ``trigger`` (``default`` when absent) is ``allowed``."""
+    t = default if trigger is None else trigger
+    if not isinstance(t, str):
+        raise Rejected(f"{kind}: trigger must be a string, got {type(t).__name__}")
+    if t not in allowed:
+        raise Rejected(
+            f"{kind} is not captured from trigger {short(t)}; "
+            f"allowed: {', '.join(sorted(allowed))}"
+        )
+
+
+def prevalidate(raw: Mapping[str, Any]) -> None:
+    """The adapter's checks for an event that is delivered later (docs/engine.md, "Adapter")."""
+    user = raw.get("user_id")
+    if not isinstance(user, str) or not user:
+        raise Rejected("event.user_id must be a non-empty string")
+    ts = raw.get("timestamp")
+    if not isinstance(ts, str) or not ts or try_parse_ts(ts) is None:
+        raise Rejected("event.timestamp must be a valid ISO 8601 date string")
+    try:
+        adapter.classify(raw.get("artifact_meta"))
+        project_id = raw.get("project_id")
+        if project_id:
+            validate_project_id(project_id)
+    except ValidationError as exc:
+        raise Rejected(str(exc)) from exc

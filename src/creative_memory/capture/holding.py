@@ -1,0 +1,60 @@
+"""Events the capture layer holds, and what their capture time decides (docs/capture.md,
+"Held events").
+
+An edit-save waits for its coalescing window, a generation for the next start that may
+abandon it: both reach the store later than they were captured. Two things must still be
+judged as of their capture — what the user's settings allowed then (an edit made while
+learning was paused is not learned because learning resumed within the window), and what
+was erased since (a forget in another process, which cannot purge this layer). So when
+the layer begins holding an event it asks the store for a :class:`Held` — the log's
+generation and the settings' verdict at that moment — and delivers the event through the
+store's sink for it (:meth:`Holding.sink`), which honours both. The rules themselves live
+with the store (docs/architecture.md, "One answer on every surface"); this module only
+names what the layer needs, as a ``Protocol`` of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from creative_memory.capture.adapter import SignalSink
+
+
+@dataclass(frozen=True)
+class Held:
+    """What the store said of ``user_id`` when an event began to be held: the log's
+    ``generation`` (``""``: no log yet), whether signals were ``learning`` (memory on, not
+    paused) and whether refinements were ``logging`` (not paused)."""
+
+    user_id: str
+    generation: str
+    learning: bool = True
+    logging: bool = True
+
+    def admits(self, later: Held | None) -> bool:
+        """Whether an event captured under ``later`` may join one held since ``self`` (a
+        coalescing window): the same settings' verdict, and no rewrite of the log in
+        between — when there was no log yet, its creation does not count (what was held
+        since then is checked against every erasure the log has kept)."""
+        if later is None or later == self:
+            return later == self
+        return (later.user_id, later.learning, later.logging) == (
+            self.user_id,
+            self.learning,
+            self.logging,
+        ) and self.generation == ""
+
+
+class Holding(Protocol):
+    """What a store offers a capture layer for the events it holds (a ``MemoryStore``
+    gives one to every capture layer registered over it)."""
+
+    def hold(self, user_id: str) -> Held:
+        """The user's :class:`Held` now (validates ``user_id``)."""
+        ...
+
+    def sink(self, held: Held) -> SignalSink:
+        """Where an event held since ``held`` is delivered: it keeps only what the settings
+        allowed then (and still allow), and loses what was erased since."""
+        ...

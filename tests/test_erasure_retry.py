@@ -1,0 +1,113 @@
+"""A forget that fails halfway leaves nothing derived from the erased content behind, and a
+retried one cleans up whatever an earlier crash left (docs/storage.md, "Erasure").
+
+Faults are injected between the steps of the file store's rewrite: right after the new log
+is in place (where a crash once left every cache entry and the snapshot), and while the
+derived artefacts are being deleted."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from creative_memory import MemoryStore
+from creative_memory.storage.files import backend as files_backend
+from creative_memory.storage.files.backend import FileStorage
+from tests.conftest import ManualClock
+
+USER = "u"
+SECRET = "zz_secret_pat"
+
+
+class Crash(Exception):
+    """Stands for the process dying at this point."""
+
+
+def seeded(root: Path, clock: ManualClock) -> MemoryStore:
+    """A user whose log, cache entries (one per prefix) and snapshot hold SECRET."""
+    store = MemoryStore(root, derivation_version="1", clock=clock, cache_capacity=100)
+    for i in range(12):
+        pattern = SECRET if i % 3 == 0 else f"p{i}"
+        store.ingest_signal(USER, {"signal_type": "explicit_tag", "preference_type": "color",
+                                   "pattern": pattern, "polarity": "positive",
+                                   "tag_text": "love this", "scope": "global"})  # fmt: skip
+        store.flush()
+    return store
+
+
+def holders(root: Path) -> list[str]:
+    return sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if p.is_file() and SECRET.encode() in p.read_bytes()
+    )
+
+
+def test_a_crash_right_after_the_new_log_is_in_place_leaves_nothing(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "mem"
+    seeded(root, clock)
+    assert len(holders(root)) > 10  # the log, the snapshot, cache entries
+    real = files_backend.atomic_write
+
+    def write_then_die(path: Path, data: bytes) -> None:
+        real(path, data)
+        if path.name == "events.jsonl":
+            raise Crash
+
+    monkeypatch.setattr(files_backend, "atomic_write", write_then_die)
+    with pytest.raises(Crash):
+        MemoryStore(root, derivation_version="1", clock=clock).forget(USER, "color", SECRET)
+    monkeypatch.undo()
+    assert holders(root) == []  # derived data went before the new log took the old one's place
+    retry = MemoryStore(root, derivation_version="1", clock=clock)
+    assert retry.forget(USER, "color", SECRET) == 0  # nothing left to erase in the log
+    assert retry.list_preferences(USER) and holders(root) == []
+
+
+def test_a_crash_while_deleting_derived_data_is_cleaned_up_by_the_retry(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "mem"
+    seeded(root, clock)
+    real = FileStorage._purge_derived
+
+    def half_then_die(self: FileStorage, user_id: str) -> None:
+        cache = self.user_dir(user_id) / "cache"
+        for entry in sorted(cache.iterdir())[:3]:
+            entry.unlink()
+        raise Crash
+
+    monkeypatch.setattr(FileStorage, "_purge_derived", half_then_die)
+    with pytest.raises(Crash):
+        MemoryStore(root, derivation_version="1", clock=clock).forget(USER, "color", SECRET)
+    monkeypatch.setattr(FileStorage, "_purge_derived", real)
+    retry = MemoryStore(root, derivation_version="1", clock=clock)
+    assert retry.forget(USER, "color", SECRET) == 4  # the log was never rewritten: all of it
+    assert holders(root) == []
+
+
+def test_a_forget_with_nothing_to_erase_still_removes_stale_derived_data(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Derived files an older crash left behind (the log already clean): a forget that
+    finds nothing in the log still deletes them."""
+    root = tmp_path / "mem"
+    store = seeded(root, clock)
+    d = root / USER
+    stale = tmp_path / "stale"
+    shutil.copytree(d / "cache", stale / "cache")
+    shutil.copy(d / "snapshot.json", stale / "snapshot.json")
+    assert store.forget(USER, "color", SECRET) == 4
+    store.close()
+    shutil.copytree(stale / "cache", d / "cache", dirs_exist_ok=True)
+    shutil.copy(stale / "snapshot.json", d / "snapshot.json")
+    assert len(holders(root)) > 10
+    again = MemoryStore(root, derivation_version="1", clock=clock)
+    assert again.forget(USER, "color", SECRET) == 0
+    assert holders(root) == []
+    again.reset_memory(USER, "project:nothing_there")  # a reset that erases nothing, too
+    assert holders(root) == []
