@@ -374,6 +374,18 @@ def test_unusable_user_directory_and_corrupt_log(cli: Cli) -> None:
     one_line_error(cli("forget", "color", "neon_palette"), 1, "not a valid event")
 
 
+def test_an_altered_log_is_a_storage_failure_of_export_not_a_usage_error(cli: Cli) -> None:
+    """A log whose hash chain no longer verifies (edited by hand) is a failure of the store:
+    exit 1, not 2 as for a tampered archive the caller gave."""
+    cli.teach(TEACH[:2])
+    log = cli.root / "alice" / "events.jsonl"
+    text = log.read_text()
+    assert "airy_spacing" in text
+    log.write_text(text.replace("airy_spacing", "airy_spacinh", 1))
+    one_line_error(cli("export", str(cli.root / "out.json")), 1, "altered", "hash chain")
+    assert not (cli.root / "out.json").exists()
+
+
 def test_relative_environment_root_is_an_error(cli: Cli) -> None:
     one_line_error(cli("inspect", env={"MEMORY_STORAGE_ROOT": "rel"}), 1, "absolute path")
     one_line_error(cli("inspect", env={"OD_DATA_DIR": "rel"}), 1, "OD_DATA_DIR")

@@ -352,7 +352,10 @@ class MemoryService:
         """The user's archive (raw events and settings, checksummed) and what it holds."""
         events = self.store.events(user_id)
         data = encode_archive(user_id, self.store.get_settings(user_id), events)
-        checksum = decode_archive(data).checksum
+        try:  # decoding verifies the log's hash chain: what was read is what was written
+            checksum = decode_archive(data).checksum
+        except ValidationError as exc:  # the stored log, not the caller's input
+            raise StorageError(f"the event log was altered outside creative-memory: {exc}") from exc
         stamp = datetime.fromtimestamp(self.store.now_ms() / 1000, UTC).strftime("%Y%m%d")
         return data, ExportResult(
             user_id=user_id,
