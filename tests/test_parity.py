@@ -516,7 +516,10 @@ CASES: list[Case] = [
         "reset",
         {"scope": "project:a/b"},
         "invalid",
-        {"*": "project_id"},
+        {"*": "scope"},  # the key the caller sent (the CLI: --scope)
+    ),
+    Case(
+        "reset with an empty project id", "reset", {"scope": "project:"}, "invalid", {"*": "scope"}
     ),
     Case(
         "reset without confirming",

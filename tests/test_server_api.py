@@ -536,8 +536,10 @@ BAD: list[tuple[str, str, dict[str, Any], int, str | None]] = [
         "/api/v1/reset",
         {"json": {"confirm": True, "scope": "project:__proto__"}},
         422,
-        "project_id",  # the service names the project id inside the scope
+        "scope",  # the key the client sent, not the project id inside it
     ),
+    ("POST", "/api/v1/reset", {"json": {"confirm": True, "scope": "project:a b"}}, 422, "scope"),
+    ("POST", "/api/v1/reset", {"json": {"confirm": True, "scope": "project:"}}, 422, "scope"),
     ("POST", "/api/v1/reset", {"json": {"confirm": True, "extra": 1}}, 422, "extra"),
     ("POST", "/api/v1/import", {"content": b""}, 422, "archive"),
     ("POST", "/api/v1/import", {"content": b"not json"}, 422, "archive"),
