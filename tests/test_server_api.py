@@ -462,6 +462,8 @@ BAD: list[tuple[str, str, dict[str, Any], int, str | None]] = [
     ("GET", "/api/v1/memory", {"params": [("project_id", "a"), ("project_id", "b")]}, 422, None),
     ("GET", "/api/v1/prompt", {"params": {"variant": "poem"}}, 422, "variant"),
     ("GET", "/api/v1/prompt", {"params": {"format": "xml"}}, 422, "format"),
+    ("GET", "/api/v1/prompt", {"params": {"format": ""}}, 422, "format"),
+    ("GET", "/api/v1/prompt", {"params": {"variant": ""}}, 422, "variant"),  # not the default
     ("GET", "/api/v1/prompt", {"params": {"project_id": "a b"}}, 422, "project_id"),
     ("POST", "/api/v1/prompt", {"content": b""}, 400, "body"),
     ("POST", "/api/v1/prompt", {"content": b"{"}, 400, "body"),
@@ -545,6 +547,7 @@ BAD: list[tuple[str, str, dict[str, Any], int, str | None]] = [
     ("POST", "/api/v1/import", {"content": b"not json"}, 422, "archive"),
     ("POST", "/api/v1/import", {"json": {"format": "zip"}}, 422, "archive"),
     ("POST", "/api/v1/import", {"json": {}, "params": {"mode": "wipe"}}, 422, "mode"),
+    ("POST", "/api/v1/import", {"json": {}, "params": {"mode": ""}}, 422, "mode"),
     ("GET", "/api/v1/nothing-here", {}, 404, None),
     ("PUT", "/api/v1/settings", {"json": {}}, 405, None),
     ("GET", "/static/secret.txt", {}, 404, None),

@@ -162,6 +162,14 @@ def query(request: Request, name: str) -> str | None:
     return values[0] if values else None
 
 
+def query_or(request: Request, name: str, default: str) -> str:
+    """The query parameter ``name``, or ``default`` only when it is absent: given but empty
+    is a value like any other, for the service to judge (``variant=`` is a 422, not the
+    default variant)."""
+    value = query(request, name)
+    return default if value is None else value
+
+
 def project_query(request: Request) -> str | None:
     """``?project_id=``: empty or absent means no project."""
     return query(request, "project_id") or None
@@ -186,8 +194,7 @@ def point_query(request: Request) -> tuple[int | None, str | None]:
 
 def response_format(request: Request) -> str:
     """``?format=text|json`` (default text): how the answer is rendered."""
-    fmt = query(request, "format")
-    fmt = "text" if fmt is None else fmt  # given but empty is not one of the two
+    fmt = query_or(request, "format", "text")  # given but empty is not one of the two
     if fmt not in ("text", "json"):
         raise invalid(f"format must be one of text, json; got {fmt!r}", "format")
     return fmt
