@@ -45,7 +45,7 @@ class Operation:
     method: str
     path: str  # the OpenAPI path template
     endpoint: Endpoint
-    operation_id: str = ""  # empty: not in the OpenAPI document (page, login, static)
+    operation_id: str = ""  # empty: not in the OpenAPI document (the page's routes)
     summary: str = ""
     route_path: str = ""  # the Starlette path when it differs from ``path``
     params: tuple[Param, ...] = ()
