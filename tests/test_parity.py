@@ -547,6 +547,13 @@ CASES: list[Case] = [
         "invalid",
         {"*": "*"},
     ),
+    Case(
+        "import an archive nested too deep",
+        "import",
+        {"data": b"[" * 1000 + b"]" * 1000},
+        "invalid",
+        {"*": "archive"},
+    ),
     # ingest
     Case(
         "ingest two events",

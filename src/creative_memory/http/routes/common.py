@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from creative_memory.engine.errors import struct_error_field
+from creative_memory.engine.jsondepth import deeper_than
 from creative_memory.http.config import MAX_JSON_DEPTH
 from creative_memory.http.problems import Problem, invalid, not_found
 from creative_memory.http.schemas import AsOfParam, AtSeqParam
@@ -113,25 +114,19 @@ def check_json_type(request: Request) -> None:
 
 
 async def read_json(request: Request) -> Any:
-    """The JSON body as Python values: 415 not JSON, 400 empty or unparseable, 422 deep."""
+    """The JSON body as Python values: 415 not JSON, 400 empty or unparseable, 422 nested
+    deeper than :data:`MAX_JSON_DEPTH` — measured before decoding, so however deep the
+    body, the decoder never recurses past the limit."""
     check_json_type(request)
     body = await request.body()  # the BodyLimit middleware meters it
     if not body.strip():
         raise invalid("the request body is empty; send a JSON document", "body", 400)
-    try:
-        value = msgspec.json.decode(body)
-    except (msgspec.MsgspecError, RecursionError) as exc:
-        raise invalid(f"the request body is not valid JSON ({exc})", "body", 400) from None
-    if not _shallow(body) and not _depth_ok(value, MAX_JSON_DEPTH):
+    if deeper_than(body, MAX_JSON_DEPTH):
         raise invalid(f"JSON nested deeper than {MAX_JSON_DEPTH} levels", "body")
-    return value
-
-
-def _shallow(body: bytes) -> bool:
-    """Whether ``body`` cannot hold JSON nested deeper than :data:`MAX_JSON_DEPTH`: every
-    array and object opens with a bracket of its own, so a body with no more brackets than
-    that (counting those inside strings too) has no more levels."""
-    return body.count(b"[") + body.count(b"{") <= MAX_JSON_DEPTH
+    try:
+        return msgspec.json.decode(body)
+    except msgspec.MsgspecError as exc:
+        raise invalid(f"the request body is not valid JSON ({exc})", "body", 400) from None
 
 
 async def read_struct(request: Request, type_: type[T]) -> T:
@@ -141,17 +136,6 @@ async def read_struct(request: Request, type_: type[T]) -> T:
         return msgspec.convert(value, type_)
     except msgspec.ValidationError as exc:
         raise invalid(str(exc), struct_error_field(str(exc))) from None
-
-
-def _depth_ok(value: Any, limit: int) -> bool:
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, dict | list):
-            if d > limit:
-                return False
-            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
-    return True
 
 
 def query(request: Request, name: str) -> str | None:
