@@ -531,6 +531,8 @@ BAD: list[tuple[str, str, dict[str, Any], int, str | None]] = [
         "project_ignore_global",
     ),
     ("POST", "/api/v1/settings", {"json": {"diagnostics_feed": 1}}, 422, "diagnostics_feed"),
+    # a number too large for a float is valid JSON: the key holding it is named
+    ("POST", "/api/v1/settings", {"content": b'{"memory_enabled": 1e400}'}, 422, "memory_enabled"),
     ("POST", "/api/v1/reset", {"json": {}}, 422, "confirm"),
     ("POST", "/api/v1/reset", {"json": {"confirm": "yes"}}, 422, "confirm"),
     ("POST", "/api/v1/reset", {"json": {"confirm": True, "scope": "mine"}}, 422, "scope"),
@@ -605,6 +607,25 @@ def test_json_depth_counts_levels_not_brackets_in_strings(api: Api) -> None:
     assert r.status_code == 200, r.text
     r = api.post("/api/v1/settings", json={"paused_until": "[" * 100, "paused": True})
     assert_problem(r, 422, "paused_until")
+
+
+def test_a_number_out_of_range_rejects_only_its_event(api: Api, store: MemoryStore) -> None:
+    """``1e400`` is valid JSON: the event holding it is judged on its own (as the CLI does,
+    reading it as infinity), and the others are ingested (docs/daemon.md, "Ingestion")."""
+    good = json.dumps(wire(artifact_id="good", rating="up"))
+    bad = json.dumps(wire(artifact_id="bad")).replace('"2026-03-01T10:00:00Z"', "1e400")
+    meta = json.dumps(wire(artifact_id="meta", artifact_meta={**signals("teal"), "w": "BIG"}))
+    meta = meta.replace('"BIG"', "-1e400")  # inside the metadata: judged like any value there
+    body = f"[{good}, {bad}, {meta}]".encode()
+    r = api.post("/api/v1/events", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    rows = {row["where"]: row for row in doc["results"]}
+    assert rows["events[0]"]["status"] == "accepted"
+    assert rows["events[1]"]["status"] == "rejected"
+    assert "timestamp" in rows["events[1]"]["reason"] and "Infinity" in rows["events[1]"]["reason"]
+    assert rows["events[2]"]["status"] == "accepted"  # the number is in no field it reads
+    assert (doc["accepted"], doc["rejected"]) == (2, 1)
 
 
 def test_import_rejects_a_tampered_archive(api: Api, store: MemoryStore) -> None:

@@ -113,6 +113,12 @@ def check_json_type(request: Request) -> None:
         )
 
 
+#: JSON bodies as Python values. A number too large for a float (``1e400``, valid JSON) is
+#: infinity, as Python's ``json`` reads it (and so the CLI): the value is then judged where
+#: it is used — one event rejected on its own, a settings key named — not the whole body.
+_DECODER: Final = msgspec.json.Decoder(float_hook=float)
+
+
 async def read_json(request: Request) -> Any:
     """The JSON body as Python values: 415 not JSON, 400 empty or unparseable, 422 nested
     deeper than :data:`MAX_JSON_DEPTH` — measured before decoding, so however deep the
@@ -124,7 +130,7 @@ async def read_json(request: Request) -> Any:
     if deeper_than(body, MAX_JSON_DEPTH):
         raise invalid(f"JSON nested deeper than {MAX_JSON_DEPTH} levels", "body")
     try:
-        return msgspec.json.decode(body)
+        return _DECODER.decode(body)
     except msgspec.MsgspecError as exc:
         raise invalid(f"the request body is not valid JSON ({exc})", "body", 400) from None
 
