@@ -416,6 +416,28 @@ def test_unsafe_ids_and_bad_values_are_usage_errors(
     assert len(lines) == 1 and lines[0].startswith("Error: "), r.stderr
 
 
+@pytest.mark.parametrize("scope", ["project:a b", "project:", "project:__proto__"])
+def test_a_bad_project_in_a_scope_names_the_scope_option(
+    scope: str, runner_env: dict[str, str | None]
+) -> None:
+    r = CliRunner().invoke(main, ["reset", "--confirm", "--scope", scope], env=runner_env)
+    assert r.exit_code == 2, r.output
+    assert r.stderr.startswith("Error: Invalid value for '--scope': scope "), r.stderr
+
+
+@pytest.mark.parametrize("command", ["import", "migrate"])
+def test_a_file_nested_too_deep_is_a_usage_error(
+    command: str, tmp_path: Path, runner_env: dict[str, str | None]
+) -> None:
+    """Like any corrupt archive (exit 2, one line), not a RecursionError (exit 1)."""
+    deep = tmp_path / "deep.json"
+    deep.write_bytes(b"[" * 1000 + b"]" * 1000)
+    r = CliRunner().invoke(main, [command, str(deep)], env=runner_env)
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "nested deeper than" in lines[0], r.stderr
+
+
 def test_unsafe_ids_through_the_entry_point(cli: Cli) -> None:
     one_line_error(cli("--user", "../etc", "inspect"), 2, "--user", "safe")
     one_line_error(cli("whoami", env={"CREATIVE_MEMORY_USER": "a/b"}), 2, "CREATIVE_MEMORY_USER")

@@ -54,9 +54,7 @@ from creative_memory.engine.portability.archive import (
 from creative_memory.engine.portability.prototype import parse_prototype, prototype_events_to_add
 from creative_memory.engine.retrieval import Retrieved, copy_result, parse_context, retrieve_shared
 from creative_memory.engine.scope import (
-    POLARITY_OPTIONS,
-    STATUS_OPTIONS,
-    check_option,
+    check_list_options,
     parse_scope,
     select_records,
     validate_feature,
@@ -303,9 +301,7 @@ class MemoryStore:
     ) -> list[Preference]:
         """The user's derived records in ``scope``, filtered, strongest first."""
         validate_user_id(user_id)
-        parse_scope(scope)  # validated before anything is read
-        check_option("polarity", polarity, POLARITY_OPTIONS)
-        check_option("status", status, STATUS_OPTIONS)
+        check_list_options(scope, polarity, min_strength, status)  # before anything is read
         if not self._storage.user_exists(user_id):
             return []
         return self._states_of(user_id).read(

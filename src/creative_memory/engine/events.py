@@ -18,12 +18,16 @@ from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.ids import show as _show
 from creative_memory.engine.ids import validate_project_id as validate_project_id
 from creative_memory.engine.ids import validate_user_id as validate_user_id
+from creative_memory.engine.jsondepth import deeper_than
 from creative_memory.engine.legacy import validate_record
 from creative_memory.engine.text import MAX_TEXT_LENGTH, check_tag, check_text, first_unsafe
 from creative_memory.engine.timeutil import format_ts, parse_ts
 
 #: Version of the on-disk event format (the ``v`` field of every event).
 EVENT_FORMAT_VERSION: Final = 1
+#: The deepest a refinement's ``diff`` may nest (``{}`` is 1): so every event the store
+#: holds fits in an archive (docs/api.md, ``log_refinement``).
+MAX_DIFF_DEPTH: Final = 200
 
 Polarity = Literal["positive", "negative"]
 Scope = Literal["global", "project"]
@@ -375,10 +379,15 @@ def build_refinement_event(refinement: Mapping[str, Any], recorded_at: str) -> R
     diff = refinement.get("diff")
     if diff is None:
         diff = {}
+    too_deep = ValidationError("diff", f"diff is nested deeper than {MAX_DIFF_DEPTH} levels")
     try:
-        msgspec.json.encode(diff)
+        encoded = msgspec.json.encode(diff)
     except (TypeError, msgspec.EncodeError) as exc:
         raise ValidationError("diff", f"diff must be JSON-serialisable ({exc})") from exc
+    except RecursionError:  # msgspec's own guard, far deeper than the limit
+        raise too_deep from None
+    if deeper_than(encoded, MAX_DIFF_DEPTH):
+        raise too_deep
     return RefinementEvent(
         at=recorded_at,
         recorded_at=recorded_at,

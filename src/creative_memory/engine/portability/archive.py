@@ -21,11 +21,17 @@ import msgspec
 
 from creative_memory.engine.errors import ValidationError, struct_error_field
 from creative_memory.engine.events import CHAIN_GENESIS, Event, chain_hash
+from creative_memory.engine.jsondepth import deeper_than
 from creative_memory.engine.settings import UserSettings
 from creative_memory.engine.text import preview
 
 ARCHIVE_FORMAT: Final = "creative-memory-archive"
 ARCHIVE_VERSION: Final = 1
+#: The deepest an archive may nest: what any stored event needs (a refinement's ``diff``,
+#: three levels below the archive's top, nests at most
+#: :data:`~creative_memory.engine.events.MAX_DIFF_DEPTH` levels) with room to spare, and far
+#: less than decoding, hashing or redacting its events would need to recurse.
+MAX_ARCHIVE_DEPTH: Final = 256
 
 
 class _Body(msgspec.Struct, kw_only=True):
@@ -63,7 +69,12 @@ def encode_archive(user_id: str, settings: UserSettings, events: list[Event]) ->
 
 
 def decode_archive(data: bytes) -> Archive:
-    """Parse and verify an archive; raises :class:`ValidationError` naming what is wrong."""
+    """Parse and verify an archive; raises :class:`ValidationError` naming what is wrong
+    (``archive`` for one that is not JSON or nests deeper than :data:`MAX_ARCHIVE_DEPTH`)."""
+    if deeper_than(data, MAX_ARCHIVE_DEPTH):
+        raise ValidationError(
+            "archive", f"archive is nested deeper than {MAX_ARCHIVE_DEPTH} levels"
+        )
     try:
         raw: Any = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
