@@ -18,10 +18,8 @@ from creative_memory.engine.events import (
     ComparisonEvent,
     ComparisonSide,
     Feature,
-    build_signal_event,
     validate_project_id,
 )
-from creative_memory.engine.ids import validate_user_id
 from creative_memory.engine.models import Preference
 from creative_memory.engine.text import PREVIEW_CHARS, escape_line
 from creative_memory.engine.timeutil import format_ts, parse_ts, try_parse_ts
@@ -322,39 +320,3 @@ HANDLERS: Final[Mapping[str, Handler]] = {
     "revert_after_edit": on_revert_after_edit,
     "pairwise_comparison": on_pairwise_comparison,
 }
-
-
-class _Checked:
-    """A :class:`SignalSink` that validates what a handler hands it, as a store does before
-    it appends (the user id, then every signal), and keeps nothing."""
-
-    def __init__(self, now_ms: int) -> None:
-        self._now = now_ms
-
-    def now_ms(self) -> int:
-        return self._now
-
-    def ingest_signals(
-        self,
-        user_id: str,
-        signals: Sequence[Mapping[str, Any]],
-        *,
-        refinement: Mapping[str, Any] | None = None,
-        records: bool = True,
-    ) -> list[Preference | None]:
-        validate_user_id(user_id)
-        recorded_at = format_ts(self._now)
-        for signal in signals:
-            build_signal_event(signal, self._now, recorded_at)
-        return [None] * len(signals)
-
-    def append_comparison(self, user_id: str, event: ComparisonEvent) -> bool:
-        validate_user_id(user_id)
-        return False
-
-
-def check_event(handler: Handler, event: Event, now_ms: int) -> None:
-    """Raise the :class:`ValidationError` that delivering ``event`` through ``handler``
-    while learning would raise, writing nothing: for a rule that must judge an event before
-    it is delivered (the thumbs debounce, docs/capture.md)."""
-    handler(_Checked(now_ms), event, records=False)

@@ -64,6 +64,7 @@ from typing import Any, Literal
 
 from creative_memory.capture import adapter
 from creative_memory.capture.adapter import Handler, SignalSink
+from creative_memory.capture.checks import check_event
 from creative_memory.capture.delivery import Deliveries, Delivery, EditWindow, WindowKey
 from creative_memory.capture.redaction import RedactionPolicy
 from creative_memory.capture.report import CaptureReport, CaptureResult, Status, describe
@@ -311,7 +312,7 @@ class CaptureLayer:
             _check_trigger(trigger, "history_panel", cfg.revert_triggers, kind)
         elif kind == "thumbs_rated":
             try:  # only a click that will be stored opens (or is held by) a debounce
-                adapter.check_event(self._handlers[kind], raw, now_ms)
+                check_event(self._handlers[kind], raw, now_ms)
             except ValidationError as exc:
                 raise _Rejected(str(exc)) from exc
             debounced = self._debounce_thumbs(raw, now_ms)
