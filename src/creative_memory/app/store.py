@@ -40,6 +40,7 @@ from creative_memory.engine.events import (
     Event,
     ProjectAnchorEvent,
     build_refinement_event,
+    check_comparison,
     validate_project_id,
     validate_user_id,
 )
@@ -55,7 +56,7 @@ from creative_memory.engine.scope import (
     select_records,
     validate_feature,
 )
-from creative_memory.engine.timeutil import format_ts, instant_to_ms
+from creative_memory.engine.timeutil import check_normalised_ts, format_ts, instant_to_ms
 from creative_memory.storage import FileStorage, UserSettings
 from creative_memory.storage.base import EventLogStorage, SettingsSeen
 from creative_memory.storage.files.cache import DEFAULT_CACHE_CAPACITY
@@ -246,8 +247,13 @@ class MemoryStore:
         return rules.append_as_allowed(self._storage, user_id, decide, append)
 
     def append_comparison(self, user_id: str, event: ComparisonEvent) -> bool:
-        """Store a pairwise comparison unless learning is off; returns whether it was stored."""
+        """Store a pairwise comparison unless learning is off; returns whether it was stored.
+        The event is checked as ingestion stores it (times normalised, features and scope:
+        :func:`~creative_memory.engine.events.check_comparison`)."""
         validate_user_id(user_id)
+        check_normalised_ts(event.at, "at")
+        check_normalised_ts(event.recorded_at, "recorded_at")
+        check_comparison(event)
         decide = rules.when(rules.is_learning, [event], self.now_ms())
         return self._append_allowed(user_id, decide, records=False)[1] is not None
 
