@@ -1,5 +1,6 @@
-"""An archive is validated whole before anything is written — its settings too
-(docs/api.md, "MemoryStore.import_memory").
+"""An archive is validated whole before anything is written — its settings too — and a
+reset works on a memory whose settings no longer load (docs/api.md, "MemoryStore.import_memory"
+and "MemoryStore.reset_memory").
 
 Every rule an import applies is one live ingestion applies too (the engine's validators),
 so an export of any memory the store wrote imports back.
@@ -8,6 +9,8 @@ so an export of any memory the store wrote imports back.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -15,6 +18,7 @@ import pytest
 
 from creative_memory import MemoryStore, ValidationError, adapter
 from creative_memory.app.service import MemoryService
+from creative_memory.engine.errors import StorageError
 from creative_memory.engine.events import (
     CHAIN_GENESIS,
     ComparisonEvent,
@@ -254,3 +258,56 @@ def test_a_library_comparison_is_checked_like_an_imported_one(store: MemoryStore
         assert e.value.field == field
     assert store.events(U) == []
     assert store.append_comparison(U, comparison(scope="project", project_id="p1"))
+
+
+# -- a reset on settings that no longer load -------------------------------------------------
+def spoil_settings(backend: Backend, store: MemoryStore, how: str) -> None:
+    """Settings as an older release's import or a hand edit could have left them."""
+    if how == "unknown version":
+        store._storage.write_settings(U, UserSettings(derivation_version="6"))
+    elif backend.kind == "files":
+        (Path(backend.root) / U / "settings.json").write_text('{"paused": "yes"}')
+    else:
+        import psycopg
+
+        with psycopg.connect(backend.root, autocommit=True) as conn:
+            conn.execute(
+                "UPDATE cm_users SET settings = '{\"paused\": \"yes\"}'::jsonb WHERE user_id = %s",
+                (U,),
+            )
+
+
+@pytest.mark.parametrize("how", ["unknown version", "unreadable"])
+def test_a_full_reset_works_on_settings_that_no_longer_load(backend: Backend, how: str) -> None:
+    store = backend.store()
+    store.ingest_signals(U, [tag("calm"), tag("airy")])
+    spoil_settings(backend, store, how)
+    with pytest.raises((ValidationError, StorageError)):  # every read fails
+        store.inspect(U)
+    result = MemoryService(store).reset(U, confirm=True)
+    assert (result.events_removed, result.events_remaining) == (2, 0)
+    assert store.get_settings(U) == UserSettings()
+    assert store.inspect(U)["event_count"] == 0
+    assert backend.store().get_settings(U) == UserSettings()
+
+
+@pytest.mark.parametrize(
+    "erase",
+    [
+        lambda s: s.reset_memory(U, "global"),
+        lambda s: s.reset_memory(U, "project:p1"),
+        lambda s: s.forget(U, "layout", "calm"),
+    ],
+    ids=["reset global", "reset project", "forget"],
+)
+def test_a_partial_erasure_on_an_unknown_version_erases_nothing(
+    backend: Backend, erase: Callable[[MemoryStore], object]
+) -> None:
+    store = backend.store()
+    store.ingest_signals(U, [tag("calm"), tag("calm", scope="project", project_id="p1")])
+    spoil_settings(backend, store, "unknown version")
+    before = store.events(U)
+    with pytest.raises(ValidationError) as e:
+        erase(store)
+    assert e.value.field == "derivation_version"
+    assert store.events(U) == before

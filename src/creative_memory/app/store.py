@@ -329,14 +329,17 @@ class MemoryStore:
         self._reset(user_id, scope)
 
     def _reset(self, user_id: str, scope: str) -> int:
-        """:meth:`reset_memory`, returning how many events were erased (the service's count)."""
+        """:meth:`reset_memory`, returning how many events were erased (the service's count).
+
+        A full reset reads nothing of the user's settings: it must work on settings that
+        no longer load (docs/api.md, "MemoryStore.reset_memory"); the defaults are written
+        before anything is derived again."""
         validate_user_id(user_id)
         project = parse_scope(scope)
         self._door.purge(Erasure(user_id, bucket=project, everything=scope == "all"))
         erased = 0
         if scope == "all":
-            erased = self._rewrite(user_id, lambda ev: None)
-            self._storage.write_settings(user_id, UserSettings())
+            erased = self._rewrite(user_id, lambda ev: None, defaults=True)
         elif scope == "global":
             erased = self._erase(user_id, lambda ev: None if in_bucket(ev, None) else ev)
         elif project is not None:
@@ -418,15 +421,23 @@ class MemoryStore:
         removed or changed (anchors do not count)."""
         return self._rewrite(user_id, anchored(keep))
 
-    def _rewrite(self, user_id: str, keep: Callable[[Event], Event | None]) -> int:
+    def _rewrite(
+        self, user_id: str, keep: Callable[[Event], Event | None], *, defaults: bool = False
+    ) -> int:
         """Rewrite the log, then — under the same lock — delete every derived artefact
-        (cache entries, snapshot) that may hold erased content, and re-derive."""
-
+        (cache entries, snapshot) that may hold erased content, and re-derive. What can
+        fail to load (the settings, their derivation version) is loaded before the log is
+        touched. ``defaults``: the user's settings become the defaults, written right after
+        the rewrite and before the re-derivation (their old values are never read)."""
         with self._locked(user_id):
+            settings = UserSettings() if defaults else None
+            states = self._states_of(user_id, settings=settings)
             changed = self._storage.rewrite(user_id, keep)
+            if settings is not None:
+                self._storage.write_settings(user_id, settings)
             if changed:
                 self._forget_states(user_id)
-                self._refresh(user_id, write_back=True)
+                states.refresh(user_id, write_back=True)
             return changed
 
     def import_prototype(self, user_id: str, path: str | os.PathLike[str]) -> int:
