@@ -14,7 +14,7 @@ from typing import BinaryIO
 import msgspec
 
 from creative_memory.engine.errors import StorageError
-from creative_memory.engine.events import CHAIN_GENESIS, decode_event
+from creative_memory.engine.events import CHAIN_GENESIS, Event, decode_event
 from creative_memory.storage.files.fsutil import fsync_dir
 
 LOG_FORMAT_VERSION = 1
@@ -100,3 +100,37 @@ def count_newlines(f: BinaryIO, end: int) -> int:
         n += block.count(b"\n")
         left -= len(block)
     return n
+
+
+def decode_lines(data: bytes, path: Path, first_lineno: int) -> list[Event]:
+    """The events of the log lines ``data`` (the first is line ``first_lineno`` of the file
+    at ``path``), one at a time: a bad line is a ``StorageError`` naming it."""
+    events: list[Event] = []
+    if not data:
+        return events
+    for i, line in enumerate(data.split(b"\n")):
+        try:
+            events.append(decode_event(line))
+        except msgspec.DecodeError as exc:
+            raise StorageError(
+                f"{path}: line {first_lineno + i} is not a valid event ({exc}); "
+                "the log is corrupt — restore it from a backup or an export"
+            ) from exc
+    return events
+
+
+def read_whole_log(path: Path) -> tuple[LogHeader | None, list[Event], bytes]:
+    """The log at ``path`` read whole (by a writer holding its lock): its header (``None``:
+    no log, or not even a complete header), its events, and its bytes up to the end of the
+    last complete line (a torn final line left out)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None, [], b""
+    header_end = data.find(b"\n") + 1
+    if header_end == 0:  # empty, or the header itself torn: no events
+        return None, [], b""
+    header = decode_header(data[: header_end - 1], path)
+    last_nl = data.rfind(b"\n")
+    return header, decode_lines(data[header_end:last_nl], path, 2), data[: last_nl + 1]

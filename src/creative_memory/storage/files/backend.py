@@ -30,15 +30,21 @@ import msgspec
 
 from creative_memory.engine.errors import StorageError
 from creative_memory.engine.events import (
+    CHAIN_GENESIS,
     Event,
-    decode_event,
     decode_event_lines,
     encode_event,
     rechain,
     sequenced,
 )
 from creative_memory.engine.settings import UserSettings
-from creative_memory.storage.base import Appended, LogSnapshot, SettingsSeen
+from creative_memory.storage.base import (
+    Appended,
+    ImportDecision,
+    ImportPlan,
+    LogSnapshot,
+    SettingsSeen,
+)
 from creative_memory.storage.files.appending import (
     LOG_FORMAT_VERSION as LOG_FORMAT_VERSION,
 )
@@ -47,8 +53,10 @@ from creative_memory.storage.files.appending import (
     LogHeader,
     count_newlines,
     decode_header,
+    decode_lines,
     encoder,
     prepare_tail,
+    read_whole_log,
 )
 from creative_memory.storage.files.cache import DEFAULT_CACHE_CAPACITY, FileDerivationCache
 from creative_memory.storage.files.deferred import Deferring
@@ -188,33 +196,6 @@ class FileStorage:
             return []
         return sorted(str(p.relative_to(d)) for p in d.rglob("*"))
 
-    def _decode_lines(self, data: bytes, path: Path, first_lineno: int) -> list[Event]:
-        events: list[Event] = []
-        if not data:
-            return events
-        for i, line in enumerate(data.split(b"\n")):
-            try:
-                events.append(decode_event(line))
-            except msgspec.DecodeError as exc:
-                raise StorageError(
-                    f"{path}: line {first_lineno + i} is not a valid event ({exc}); "
-                    "the log is corrupt — restore it from a backup or an export"
-                ) from exc
-        return events
-
-    def _open_log(self, user_id: str) -> tuple[Path, bytes, LogHeader] | None:
-        """Read the whole log: ``(path, data, header)``; ``None`` if there is no log yet."""
-        path = self._log_path(user_id)
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            return None
-        nl = data.find(b"\n")
-        if nl < 0:  # empty, or the header itself torn: no events
-            return None
-        return path, data, decode_header(data[:nl], path)
-
     def _open_with_header(self, path: Path) -> tuple[BinaryIO, bytes, LogHeader] | None:
         """Open the log positioned after its header line; ``None`` when there is no log
         or not even a complete header (no events)."""
@@ -242,7 +223,7 @@ class FileStorage:
             return decode_event_lines(data)
         except msgspec.DecodeError:
             before = os.pread(fd, offset, 0).count(b"\n")
-            return self._decode_lines(bytes(data), path, before + 1)
+            return decode_lines(bytes(data), path, before + 1)
 
     def event_count(self, user_id: str) -> int:
         """How many events the log holds: its complete lines after the header (a torn final
@@ -496,19 +477,20 @@ class FileStorage:
             return ""
         return decode_header(first[:-1], path).generation if first.endswith(b"\n") else ""
 
+    def _whole_log(self, user_id: str) -> tuple[LogHeader | None, list[Event], bytes]:
+        """Under the lock, for a whole-file write: the log's header (``None``: no log yet),
+        its events, and its bytes up to the end of the last complete line (a torn tail
+        left out). The tail state and the read position are forgotten (re-read next time)."""
+        self._tails.pop(user_id, None)
+        self._seen.pop(user_id, None)
+        return read_whole_log(self._log_path(user_id))
+
     def rewrite(self, user_id: str, keep: Callable[[Event], Event | None]) -> int:
         """Rewrite the log through ``keep`` (temp file and rename) and purge derived data."""
         with self.locked(user_id):
-            self._tails.pop(user_id, None)
-            self._seen.pop(user_id, None)
-            path = self._log_path(user_id)
-            opened = self._open_log(user_id)
-            if opened is None:
+            old_header, events, _ = self._whole_log(user_id)
+            if old_header is None:
                 return 0
-            _, data, old_header = opened
-            header_end = data.find(b"\n") + 1
-            last_nl = data.rfind(b"\n")
-            events = self._decode_lines(data[header_end:last_nl], path, 2)
             max_seq = max([old_header.seq_floor, *(e.seq for e in events)])
             changed = 0
             survivors: list[Event] = []
@@ -522,7 +504,9 @@ class FileStorage:
                 return 0
             lines = [encode_event(ev) for ev in rechain(survivors)]
             header = LogHeader(generation=secrets.token_hex(8), seq_floor=max_seq)
-            atomic_write(path, b"\n".join([encoder.encode(header), *lines]) + b"\n")
+            atomic_write(
+                self._log_path(user_id), b"\n".join([encoder.encode(header), *lines]) + b"\n"
+            )
             self._purge_derived(user_id)  # still under the lock: derived data may hold
             return changed  # erased content
 
@@ -530,22 +514,43 @@ class FileStorage:
         """Atomically replace the whole log with ``events`` (keeping their ``seq``; the chain
         is recomputed). ``seq_floor`` keeps every number ever used here unusable."""
         with self.locked(user_id):
-            self._tails.pop(user_id, None)
-            self._seen.pop(user_id, None)
-            path = self._log_path(user_id)
-            floor = 0
-            opened = self._open_log(user_id)
-            if opened is not None:
-                _, data, old_header = opened
-                header_end = data.find(b"\n") + 1
-                last_nl = data.rfind(b"\n")
-                old = self._decode_lines(data[header_end:last_nl], path, 2)
-                floor = max([old_header.seq_floor, *(e.seq for e in old)])
-            lines = [encode_event(ev) for ev in rechain(events)]
-            floor = max([floor, *(e.seq for e in events)])
-            header = LogHeader(generation=secrets.token_hex(8), seq_floor=floor)
-            atomic_write(path, b"\n".join([encoder.encode(header), *lines]) + b"\n")
-            self._purge_derived(user_id)
+            self._replace(user_id, events, *self._whole_log(user_id)[:2])
+
+    def _replace(
+        self, user_id: str, events: Sequence[Event], old: LogHeader | None, had: list[Event]
+    ) -> None:
+        """:meth:`replace_all` of a log whose header and events are ``old`` and ``had``
+        (caller holds the lock)."""
+        floor = max([old.seq_floor if old else 0, *(e.seq for e in [*had, *events])])
+        lines = [encode_event(ev) for ev in rechain(events)]
+        header = LogHeader(generation=secrets.token_hex(8), seq_floor=floor)
+        atomic_write(self._log_path(user_id), b"\n".join([encoder.encode(header), *lines]) + b"\n")
+        self._purge_derived(user_id)
+
+    def import_events(self, user_id: str, decide: ImportDecision) -> ImportPlan:
+        """Under the lock: read the log and settings, ``decide``, write (docs/storage.md,
+        "Imports"). An append is written as a new file — the log's bytes, then the new
+        events — through temp file, fsync and rename, keeping the generation (every byte
+        before the new events is unchanged): all or nothing however many events, where one
+        ``write`` of many lines can be cut short by a crash, leaving some of them."""
+        with self.locked(user_id):
+            old, events, kept = self._whole_log(user_id)
+            plan = decide(events, self.read_settings(user_id))
+            if plan.replace:
+                self._replace(user_id, plan.events, old, events)
+            elif plan.events:
+                last_seq = max([old.seq_floor if old else 0, *(e.seq for e in events)])
+                prev = events[-1].h if events else CHAIN_GENESIS
+                if old is None:
+                    kept = encoder.encode(LogHeader(generation=secrets.token_hex(8))) + b"\n"
+                added = b"".join(
+                    [encode_event(e) + b"\n" for e in sequenced(plan.events, last_seq, prev)]
+                )
+                atomic_write(self._log_path(user_id), kept + added)
+                self._inflight.pop(user_id, None)  # the whole new file is durable
+            if plan.settings is not None:
+                atomic_write(self._settings_path(user_id), encoder.encode(plan.settings) + b"\n")
+            return plan
 
     def read_settings(self, user_id: str) -> UserSettings | None:
         """The user's settings (re-read only when the file changed), or ``None``."""
