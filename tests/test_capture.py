@@ -191,6 +191,47 @@ def test_thumbs_bad_rating_is_rejected_with_the_adapter_message(mem: MemoryStore
     assert r.results[0].reason is not None and 'exactly "up" or "down"' in r.results[0].reason
 
 
+def test_a_rejected_click_debounces_nothing(mem: MemoryStore) -> None:
+    """A click that will not be stored neither holds the next one (its correction, sent at
+    once) nor is merged into the previous one: the debounce judges a click first."""
+    cap = CaptureLayer(mem)
+    bad_project = ev("thumbs_rated", rating="up", project_id="my project")
+    empty_pattern = ev(
+        "thumbs_rated",
+        rating="up",
+        artifact_meta={"signals": [{"preference_type": "c", "pattern": ""}]},
+    )
+    for t, bad in ((0, bad_project), (10, empty_pattern)):
+        r = cap.submit_many([bad, ev("thumbs_rated", rating="up", project_id="my-project")], at(t))
+        assert [x.status for x in r.results] == ["rejected", "accepted"]
+    assert signals(mem) == [("thumbs_up", "p_a1")] * 2
+    r = cap.submit(ev("thumbs_rated", "a2", rating="down"), at(20))
+    r.extend(
+        cap.submit(ev("thumbs_rated", "a2", rating="down", artifact_meta={"signals": "x"}), at(5.5))
+    )
+    assert [x.status for x in r.results] == ["accepted", "rejected"]
+    assert r.results[1].reason is not None and "artifact_meta.signals" in r.results[1].reason
+
+
+def test_a_click_a_storage_error_keeps_out_debounces_nothing(mem: MemoryStore) -> None:
+    fail = [True]
+
+    def flaky(
+        store: adapter.SignalSink, event: Mapping[str, Any], *, records: bool = True
+    ) -> list[Preference | None]:
+        if store is mem and fail[0]:  # the delivery, not the debounce's check
+            fail[0] = False
+            raise StorageError("disk full")
+        return list(adapter.on_thumbs_rated(store, event, records=records))
+
+    cap = CaptureLayer(mem, handlers=dict(adapter.HANDLERS, thumbs_rated=flaky))
+    with pytest.raises(StorageError):
+        cap.submit(ev("thumbs_rated", rating="up"), at(0))
+    r = cap.submit(ev("thumbs_rated", rating="up"), at(0.5))  # the retry is a click
+    assert r.accepted == 1
+    assert signals(mem) == [("thumbs_up", "p_a1")]
+
+
 # -- tags and reverts ----------------------------------------------------------------------
 def test_tags_must_be_explicit_and_known(mem: MemoryStore) -> None:
     cap = CaptureLayer(mem)

@@ -374,6 +374,18 @@ def test_unusable_user_directory_and_corrupt_log(cli: Cli) -> None:
     one_line_error(cli("forget", "color", "neon_palette"), 1, "not a valid event")
 
 
+def test_an_altered_log_is_a_storage_failure_of_export_not_a_usage_error(cli: Cli) -> None:
+    """A log whose hash chain no longer verifies (edited by hand) is a failure of the store:
+    exit 1, not 2 as for a tampered archive the caller gave."""
+    cli.teach(TEACH[:2])
+    log = cli.root / "alice" / "events.jsonl"
+    text = log.read_text()
+    assert "airy_spacing" in text
+    log.write_text(text.replace("airy_spacing", "airy_spacinh", 1))
+    one_line_error(cli("export", str(cli.root / "out.json")), 1, "altered", "hash chain")
+    assert not (cli.root / "out.json").exists()
+
+
 def test_relative_environment_root_is_an_error(cli: Cli) -> None:
     one_line_error(cli("inspect", env={"MEMORY_STORAGE_ROOT": "rel"}), 1, "absolute path")
     one_line_error(cli("inspect", env={"OD_DATA_DIR": "rel"}), 1, "OD_DATA_DIR")
@@ -402,6 +414,28 @@ def test_unsafe_ids_and_bad_values_are_usage_errors(
     assert r.exit_code == 2, r.output
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: "), r.stderr
+
+
+@pytest.mark.parametrize("scope", ["project:a b", "project:", "project:__proto__"])
+def test_a_bad_project_in_a_scope_names_the_scope_option(
+    scope: str, runner_env: dict[str, str | None]
+) -> None:
+    r = CliRunner().invoke(main, ["reset", "--confirm", "--scope", scope], env=runner_env)
+    assert r.exit_code == 2, r.output
+    assert r.stderr.startswith("Error: Invalid value for '--scope': scope "), r.stderr
+
+
+@pytest.mark.parametrize("command", ["import", "migrate"])
+def test_a_file_nested_too_deep_is_a_usage_error(
+    command: str, tmp_path: Path, runner_env: dict[str, str | None]
+) -> None:
+    """Like any corrupt archive (exit 2, one line), not a RecursionError (exit 1)."""
+    deep = tmp_path / "deep.json"
+    deep.write_bytes(b"[" * 1000 + b"]" * 1000)
+    r = CliRunner().invoke(main, [command, str(deep)], env=runner_env)
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "nested deeper than" in lines[0], r.stderr
 
 
 def test_unsafe_ids_through_the_entry_point(cli: Cli) -> None:

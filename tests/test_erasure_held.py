@@ -374,3 +374,23 @@ def test_an_import_in_replace_mode_is_noted_as_erasing_nothing(
     assert [n.kind for n in store._storage.rewrite_history(USER)[1]] == ["none"]
     expire(layer, clock)
     assert signals(store) == [KEPT]
+
+
+def test_an_import_in_replace_mode_keeps_the_erasures_noted_before_it(
+    backend: Backend, daemon: tuple[MemoryStore, CaptureLayer], clock: ManualClock, tmp_path: Path
+) -> None:
+    """A held edit captured before a forget and a replace import (both in another process)
+    is judged against both notes: the import erased nothing, the forget still applies."""
+    store, layer = daemon
+    store.log_refinement(USER, diff="first")
+    store.export_memory(USER, tmp_path / "a.json")
+    layer.submit(edit("a1", GONE, KEPT, diff={"note": f"swapped {GONE}"}), clock.ms)
+    cli = backend.store(clock=clock)
+    cli.forget(USER, "color", GONE)
+    cli.import_memory(USER, tmp_path / "a.json", mode="replace")
+    assert [n.kind for n in store._storage.rewrite_history(USER)[1]] == ["feature", "none"]
+    expire(layer, clock)
+    assert signals(store) == [KEPT]
+    assert diffs(store) == ["first"]
+    store.flush()
+    assert backend.places_containing(GONE.encode()) == []

@@ -192,7 +192,7 @@ def test_the_store_and_the_service_explain_with_the_new_steps(tmp_path: Path) ->
     """The store's explain is the engine's over the user's log (one rule for every surface)."""
     store = MemoryStore(tmp_path / "m", derivation_version="3")
     events = history(tmp_path, "3")
-    store._replace_log("u", events)
+    store._storage.replace_all("u", events)
     got = store.explain("u", "color", "p0")
     want = explain(store.events("u"), "3", "color", "p0")
     assert got.to_dict() == want.to_dict()

@@ -4,6 +4,8 @@ OpenAPI document, and the one exception → problem mapping."""
 from __future__ import annotations
 
 import logging
+import re
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -31,6 +33,20 @@ def test_msgspec_errors_name_the_field(body: bytes, type_: type, field: str) -> 
     with pytest.raises(msgspec.ValidationError) as err:
         msgspec.json.decode(body, type=type_)
     assert struct_error_field(str(err.value)) == field
+
+
+def test_the_api_table_in_daemon_md_is_the_openapi_document() -> None:
+    """docs/daemon.md's table of routes lists exactly the documented operations; the page's
+    routes (``/``, static files, ``/login``, ``/logout``) are neither in the table nor in
+    the document, and are all mounted."""
+    text = (Path(__file__).parent.parent / "docs" / "daemon.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(GET|POST|PUT|DELETE) (/[^`?]*)[^`]*` \|", text, flags=re.M)
+    doc = openapi_document()
+    documented = {(m.lower(), p) for p, ms in doc["paths"].items() for m in ms}
+    assert {(m.lower(), p) for m, p in rows} == documented
+    page = {(op.method.lower(), op.path) for op in OPERATIONS if not op.operation_id}
+    assert ("post", "/logout") in page and ("get", "/login") in page
+    assert not page & documented
 
 
 def test_openapi_is_generated_from_the_operation_table() -> None:

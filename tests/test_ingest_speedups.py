@@ -12,12 +12,13 @@ import pytest
 from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
+from creative_memory.engine.jsondepth import deeper_than, json_depth
 from creative_memory.engine.timeutil import _parse_grammar, try_parse_ts
 from creative_memory.http.config import MAX_JSON_DEPTH
 from creative_memory.http.jsonlog import log
 from creative_memory.http.middleware import RequestLog
 from creative_memory.http.problems import Problem
-from creative_memory.http.routes.common import _depth_ok, _shallow, read_json
+from creative_memory.http.routes.common import read_json
 
 
 def _common_shapes(rng: random.Random, n: int) -> list[str]:
@@ -67,14 +68,14 @@ def _read(body: bytes) -> object:
     return asyncio.run(read_json(_request(body)))
 
 
-def test_the_depth_limit_holds_whether_or_not_the_body_is_walked() -> None:
+def test_the_depth_limit_holds_whether_or_not_the_body_is_scanned() -> None:
     deep = b"[" * MAX_JSON_DEPTH + b"]" * MAX_JSON_DEPTH
     assert _read(deep) is not None  # at the limit: accepted
     for too_deep in (b"[" + deep + b"]", b'{"a": ' + deep.replace(b"[]", b"[{}]") + b"}"):
         with pytest.raises(Problem) as err:
             _read(too_deep)
         assert (err.value.status, err.value.field) == (422, "body")
-    # brackets inside strings are counted by the bound but are no levels: walked, accepted
+    # brackets inside strings are counted by the bound but are no levels: scanned, accepted
     value = {"event": "x", "notes": ["[{" * 100], "meta": {"signals": [{"a": "]}"}]}}
     assert _read(json.dumps(value).encode()) == value
 
@@ -88,13 +89,20 @@ def test_a_shallow_body_is_within_the_limit() -> None:
         kids = [nested(depth - 1) for _ in range(rng.randrange(0, 3))]
         return kids if rng.random() < 0.5 else {str(i): k for i, k in enumerate(kids)}
 
+    def levels(value: object) -> int:
+        if isinstance(value, dict):
+            return 1 + max(map(levels, value.values()), default=0)
+        if isinstance(value, list):
+            return 1 + max(map(levels, value), default=0)
+        return 0
+
     shallow = 0
     for _ in range(3_000):
         value = nested(rng.randrange(0, 90))
         body = json.dumps(value).encode()
-        if _shallow(body):
-            shallow += 1
-            assert _depth_ok(value, MAX_JSON_DEPTH), body
+        shallow += body.count(b"[") + body.count(b"{") <= MAX_JSON_DEPTH  # not even scanned
+        assert deeper_than(body, MAX_JSON_DEPTH) == (levels(value) > MAX_JSON_DEPTH), body
+        assert json_depth(body) == levels(value)
     assert shallow > 100
 
 

@@ -38,6 +38,7 @@ U = "alice"
 PORT = 7744
 FUTURE = "2999-01-01T00:00:00Z"
 PAST = "2001-01-01T00:00:00Z"
+JSON_TYPE = {"content-type": "application/json"}
 
 
 def wire(kind: str, pattern: str, ptype: str = "color", **extra: Any) -> dict[str, Any]:
@@ -65,6 +66,21 @@ SEED = [
     tag("airy_spacing", "love this", "layout"),
     tag("condensed_display", "love this", "typography", project_id="landing"),
 ]
+
+
+#: Three events, the second dated ``1e400`` (valid JSON, too large for a float).
+OUT_OF_RANGE = (
+    "["
+    + ", ".join(
+        json.dumps(e)
+        for e in (
+            tag("grid", "love this", "layout"),
+            {**tag("mono", "not this", "typography"), "timestamp": "HUGE"},
+            tag("serif", "love this", "typography"),
+        )
+    ).replace('"HUGE"', "1e400")
+    + "]"
+).encode()
 
 
 def seed(root: Path) -> None:
@@ -238,6 +254,8 @@ def cli_args(root: Path, case: Case) -> tuple[list[str], bytes | None]:
         src = root.parent / "in.json"
         src.write_bytes(a["data"])
         args = ["import", str(src), "--mode", a.get("mode", "merge")]
+    elif op == "ingest" and "raw" in a:  # the same bytes as the HTTP body
+        args, stdin = ["ingest", "-"], a["raw"]
     elif op == "ingest":
         args, stdin = ["ingest", "-"], "".join(json.dumps(e) + "\n" for e in a["events"]).encode()
     elif op == "prompt":
@@ -266,6 +284,7 @@ def doc_data(case: Case, doc: dict[str, Any]) -> dict[str, Any]:
         data["added"] = doc["events_added"]
     elif case.op == "ingest":
         data["accepted"], data["rejected"] = doc["accepted"], doc["rejected"]
+        data["reasons"] = [r["reason"] for r in doc["results"] if r["status"] == "rejected"]
     elif case.op == "explain":
         data["steps"] = len(doc["steps"])
     elif case.op == "timeline":
@@ -332,9 +351,11 @@ def http_request(case: Case) -> tuple[str, str, dict[str, Any]]:
             {
                 "params": {"mode": a.get("mode", "merge")},
                 "content": a["data"],
-                "headers": {"content-type": "application/json"},
+                "headers": JSON_TYPE,
             },
         )
+    if op == "ingest" and "raw" in a:
+        return "POST", "/api/v1/events", {"content": a["raw"], "headers": JSON_TYPE}
     if op == "ingest":
         return "POST", "/api/v1/events", {"json": a["events"]}
     if op == "derivation":
@@ -516,7 +537,10 @@ CASES: list[Case] = [
         "reset",
         {"scope": "project:a/b"},
         "invalid",
-        {"*": "project_id"},
+        {"*": "scope"},  # the key the caller sent (the CLI: --scope)
+    ),
+    Case(
+        "reset with an empty project id", "reset", {"scope": "project:"}, "invalid", {"*": "scope"}
     ),
     Case(
         "reset without confirming",
@@ -544,6 +568,13 @@ CASES: list[Case] = [
         "invalid",
         {"*": "*"},
     ),
+    Case(
+        "import an archive nested too deep",
+        "import",
+        {"data": b"[" * 1000 + b"]" * 1000},
+        "invalid",
+        {"*": "archive"},
+    ),
     # ingest
     Case(
         "ingest two events",
@@ -559,6 +590,12 @@ CASES: list[Case] = [
         "ingest an event without user_id",
         "ingest",
         {"events": [{k: v for k, v in tag("grid", "love this").items() if k != "user_id"}]},
+    ),
+    Case(
+        "ingest with a number out of range",  # valid JSON: only its event is rejected
+        "ingest",
+        {"raw": OUT_OF_RANGE},
+        surfaces=("cli", "http"),
     ),
     # prompt / compose (the library's builders take no variant: CLI and HTTP only)
     Case("prompt", "prompt", {}, surfaces=("cli", "http")),

@@ -54,7 +54,8 @@ def leaks(root: Path) -> list[str]:
 
 
 def archive_with_pii() -> bytes:
-    ref = RefinementEvent(at=NOW, recorded_at=NOW, artifact_id="a1", diff={"note": TEXT})
+    at = "2026-03-01T10:00:00.000Z"  # NOW as the store writes it (archives hold that)
+    ref = RefinementEvent(at=at, recorded_at=at, artifact_id="a1", diff={"note": TEXT})
     return encode_archive(U, UserSettings(), sequenced([ref], 0, CHAIN_GENESIS))
 
 

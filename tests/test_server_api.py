@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 
 from creative_memory import MemoryStore
 from creative_memory.cli.daemon import cli, resolve_data_dir
+from creative_memory.engine.portability.archive import MAX_ARCHIVE_DEPTH
 from creative_memory.http import (
     DaemonConfig,
     DaemonFiles,
@@ -446,7 +447,7 @@ def test_too_many_events_in_one_batch(api: Api) -> None:
 BAD: list[tuple[str, str, dict[str, Any], int, str | None]] = [
     ("POST", "/api/v1/events", {"content": b"{nope"}, 400, "body"),
     ("POST", "/api/v1/events", {"content": b""}, 400, "body"),
-    ("POST", "/api/v1/events", {"content": b"[" * 5000 + b"]" * 5000}, 400, "body"),
+    ("POST", "/api/v1/events", {"content": b"[" * 5000 + b"]" * 5000}, 422, "body"),
     ("POST", "/api/v1/events", {"content": b"[" * 100 + b"]" * 100}, 422, "body"),
     ("POST", "/api/v1/events", {"content": b"\xff\xfe"}, 400, "body"),
     ("POST", "/api/v1/events", {"json": 42}, 422, "body"),
@@ -462,6 +463,8 @@ BAD: list[tuple[str, str, dict[str, Any], int, str | None]] = [
     ("GET", "/api/v1/memory", {"params": [("project_id", "a"), ("project_id", "b")]}, 422, None),
     ("GET", "/api/v1/prompt", {"params": {"variant": "poem"}}, 422, "variant"),
     ("GET", "/api/v1/prompt", {"params": {"format": "xml"}}, 422, "format"),
+    ("GET", "/api/v1/prompt", {"params": {"format": ""}}, 422, "format"),
+    ("GET", "/api/v1/prompt", {"params": {"variant": ""}}, 422, "variant"),  # not the default
     ("GET", "/api/v1/prompt", {"params": {"project_id": "a b"}}, 422, "project_id"),
     ("POST", "/api/v1/prompt", {"content": b""}, 400, "body"),
     ("POST", "/api/v1/prompt", {"content": b"{"}, 400, "body"),
@@ -528,6 +531,8 @@ BAD: list[tuple[str, str, dict[str, Any], int, str | None]] = [
         "project_ignore_global",
     ),
     ("POST", "/api/v1/settings", {"json": {"diagnostics_feed": 1}}, 422, "diagnostics_feed"),
+    # a number too large for a float is valid JSON: the key holding it is named
+    ("POST", "/api/v1/settings", {"content": b'{"memory_enabled": 1e400}'}, 422, "memory_enabled"),
     ("POST", "/api/v1/reset", {"json": {}}, 422, "confirm"),
     ("POST", "/api/v1/reset", {"json": {"confirm": "yes"}}, 422, "confirm"),
     ("POST", "/api/v1/reset", {"json": {"confirm": True, "scope": "mine"}}, 422, "scope"),
@@ -536,13 +541,17 @@ BAD: list[tuple[str, str, dict[str, Any], int, str | None]] = [
         "/api/v1/reset",
         {"json": {"confirm": True, "scope": "project:__proto__"}},
         422,
-        "project_id",  # the service names the project id inside the scope
+        "scope",  # the key the client sent, not the project id inside it
     ),
+    ("POST", "/api/v1/reset", {"json": {"confirm": True, "scope": "project:a b"}}, 422, "scope"),
+    ("POST", "/api/v1/reset", {"json": {"confirm": True, "scope": "project:"}}, 422, "scope"),
     ("POST", "/api/v1/reset", {"json": {"confirm": True, "extra": 1}}, 422, "extra"),
     ("POST", "/api/v1/import", {"content": b""}, 422, "archive"),
     ("POST", "/api/v1/import", {"content": b"not json"}, 422, "archive"),
     ("POST", "/api/v1/import", {"json": {"format": "zip"}}, 422, "archive"),
     ("POST", "/api/v1/import", {"json": {}, "params": {"mode": "wipe"}}, 422, "mode"),
+    ("POST", "/api/v1/import", {"json": {}, "params": {"mode": ""}}, 422, "mode"),
+    ("POST", "/api/v1/import", {"content": b"[" * 1000 + b"]" * 1000}, 422, "archive"),
     ("GET", "/api/v1/nothing-here", {}, 404, None),
     ("PUT", "/api/v1/settings", {"json": {}}, 405, None),
     ("GET", "/static/secret.txt", {}, 404, None),
@@ -562,6 +571,61 @@ def test_bad_input_gets_a_problem_document(
     r = api.request(method, path, **kwargs)
     assert_problem(r, status, field)
     assert store.events("default") == []
+
+
+JSON_ROUTES: list[tuple[str, str]] = [
+    ("POST", "/api/v1/events"),
+    ("POST", "/api/v1/settings"),
+    ("POST", "/api/v1/reset"),
+    ("POST", "/api/v1/derivation"),
+    ("POST", "/api/v1/prompt"),
+]
+
+
+@pytest.mark.parametrize("depth", [65, 1000, 30_000])
+@pytest.mark.parametrize(("method", "path"), [*JSON_ROUTES, ("POST", "/api/v1/import")])
+def test_json_nested_too_deep_is_422_however_deep(
+    api: Api, store: MemoryStore, caplog: pytest.LogCaptureFixture,
+    method: str, path: str, depth: int,
+) -> None:  # fmt: skip
+    before = store.get_settings("default")
+    body = b"[" * depth + b"]" * depth
+    r = api.request(method, path, content=body, headers={"Content-Type": "application/json"})
+    archive = path.endswith("import")  # an archive may nest deeper (MAX_ARCHIVE_DEPTH)
+    detail = assert_problem(r, 422, "archive" if archive else "body")["detail"]
+    assert "nested deeper than" in detail or (archive and depth <= MAX_ARCHIVE_DEPTH)
+    assert store.events("default") == [] and store.get_settings("default") == before
+    assert not [rec for rec in caplog.records if rec.levelno >= logging.ERROR]
+
+
+def test_json_depth_counts_levels_not_brackets_in_strings(api: Api) -> None:
+    deepest = b"[" * 64 + b"]" * 64  # 64 levels: allowed, one event that is not an object
+    r = api.post("/api/v1/events", content=deepest, headers={"Content-Type": "application/json"})
+    assert r.status_code == 200 and r.json()["rejected"] == 1, r.text
+    ev = wire(artifact_id="[" * 200, session_id="{" * 200)  # brackets inside strings
+    r = api.post("/api/v1/events", json=ev)
+    assert r.status_code == 200, r.text
+    r = api.post("/api/v1/settings", json={"paused_until": "[" * 100, "paused": True})
+    assert_problem(r, 422, "paused_until")
+
+
+def test_a_number_out_of_range_rejects_only_its_event(api: Api, store: MemoryStore) -> None:
+    """``1e400`` is valid JSON: the event holding it is judged on its own (as the CLI does,
+    reading it as infinity), and the others are ingested (docs/daemon.md, "Ingestion")."""
+    good = json.dumps(wire(artifact_id="good", rating="up"))
+    bad = json.dumps(wire(artifact_id="bad")).replace('"2026-03-01T10:00:00Z"', "1e400")
+    meta = json.dumps(wire(artifact_id="meta", artifact_meta={**signals("teal"), "w": "BIG"}))
+    meta = meta.replace('"BIG"', "-1e400")  # inside the metadata: judged like any value there
+    body = f"[{good}, {bad}, {meta}]".encode()
+    r = api.post("/api/v1/events", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    rows = {row["where"]: row for row in doc["results"]}
+    assert rows["events[0]"]["status"] == "accepted"
+    assert rows["events[1]"]["status"] == "rejected"
+    assert "timestamp" in rows["events[1]"]["reason"] and "Infinity" in rows["events[1]"]["reason"]
+    assert rows["events[2]"]["status"] == "accepted"  # the number is in no field it reads
+    assert (doc["accepted"], doc["rejected"]) == (2, 1)
 
 
 def test_import_rejects_a_tampered_archive(api: Api, store: MemoryStore) -> None:

@@ -24,7 +24,7 @@ from creative_memory.engine.events import (
     encode_event,
 )
 from creative_memory.storage import FileStorage, UserSettings
-from creative_memory.storage.base import EventLogStorage
+from creative_memory.storage.base import EventLogStorage, ImportPlan
 from creative_memory.storage.postgres import redact_url
 
 if TYPE_CHECKING:
@@ -293,6 +293,62 @@ def test_replace_all_creates_a_user(backend: Backend) -> None:
     s.replace_all(U, [])
     assert s.user_exists(U) and s.generation(U) != "" and s.read_events(U).events == []
     assert [e.seq for e in s.append(U, [sig("a")])] == [1]
+
+
+# -- imports ---------------------------------------------------------------------------------
+def test_import_events_decides_on_the_log_and_settings_and_appends_after_the_floor(
+    backend: Backend,
+) -> None:
+    s = backend.storage()
+    s.append(U, [sig("a"), sig("b"), sig("x")])
+    s.write_settings(U, UserSettings(diagnostics_feed=True))
+    assert s.rewrite(U, lambda e: None if patterns([e]) == ["x"] else e) == 1
+    s.write_back(U, s.generation(U), "v1-k", b"state", b"{}\n")
+    gen = s.generation(U)
+    seen: list[tuple[list[str], UserSettings | None]] = []
+
+    def decide(events: list[Event], settings: UserSettings | None) -> ImportPlan:
+        seen.append((patterns(events), settings))
+        return ImportPlan([sig("c"), sig("d")], settings=UserSettings(paused=True))
+
+    plan = s.import_events(U, decide)
+    assert seen == [(["a", "b"], UserSettings(diagnostics_feed=True))]
+    assert patterns(list(plan.events)) == ["c", "d"]
+    events = backend.storage().read_events(U).events
+    assert [e.seq for e in events] == [1, 2, 4, 5]  # 3 was erased: never reused
+    assert_chain(events)
+    assert s.generation(U) == gen and s.cache_keys(U) == {"v1-k"}  # an append: same log
+    assert backend.storage().read_settings(U) == UserSettings(paused=True)
+    assert [e.seq for e in s.append(U, [sig("e")])] == [6]
+
+
+def test_import_events_replaces_like_replace_all(backend: Backend) -> None:
+    s = backend.storage()
+    s.append(U, [sig(f"p{i}") for i in range(4)])
+    gen = s.generation(U)
+    imported = [msgspec.structs.replace(sig("i1"), seq=2)]
+    s.import_events(U, lambda events, settings: ImportPlan(imported, replace=True))
+    events = s.read_events(U).events
+    assert [e.seq for e in events] == [2] and patterns(events) == ["i1"]
+    assert s.generation(U) != gen and s.read_settings(U) is None
+    assert [e.seq for e in s.append(U, [sig("n")])] == [5]
+
+
+def test_import_events_into_a_new_user_and_a_decision_that_raises(backend: Backend) -> None:
+    s = backend.storage()
+
+    def refuse(events: list[Event], settings: UserSettings | None) -> ImportPlan:
+        raise ValueError("no")
+
+    s.append(U, [sig("a")])
+    with pytest.raises(ValueError, match="no"):
+        s.import_events(U, refuse)
+    assert patterns(s.read_events(U).events) == ["a"]
+    s.import_events("new", lambda events, settings: ImportPlan([sig("b"), sig("c")]))
+    events = s.read_events("new").events
+    assert [e.seq for e in events] == [1, 2] and s.generation("new") != ""
+    assert_chain(events)
+    assert [e.seq for e in s.append("new", [sig("d")])] == [3]
 
 
 # -- settings ------------------------------------------------------------------------------

@@ -258,8 +258,24 @@ def test_retrieval_project_id_always_validated(seeded: MemoryStore, pid: Any) ->
               "project:prototype", "project: x"],
 )  # fmt: skip
 def test_scope_project_ids(seeded: MemoryStore, scope: str) -> None:
-    rejects(seeded, "project_id", lambda: seeded.list_preferences(U, scope=scope))
-    rejects(seeded, "project_id", lambda: seeded.reset_memory(U, scope))
+    """A bad id inside ``project:<id>`` names ``scope``, the option the caller gave (the
+    message quotes the project id)."""
+    rejects(seeded, "scope", lambda: seeded.list_preferences(U, scope=scope), "project_id")
+    rejects(seeded, "scope", lambda: seeded.reset_memory(U, scope), "project_id")
+
+
+@pytest.mark.parametrize("value", ["x", "0.5", None, [], {}, True, False, b"1"])
+def test_min_strength_must_be_a_number(seeded: MemoryStore, value: Any) -> None:
+    rejects(seeded, "min_strength", lambda: seeded.list_preferences(U, min_strength=value))
+
+
+def test_min_strength_numbers_compare_as_the_reference(seeded: MemoryStore) -> None:
+    everything = seeded.list_preferences(U)
+    assert everything
+    assert seeded.list_preferences(U, min_strength=0) == everything  # an int is a number
+    assert seeded.list_preferences(U, min_strength=float("-inf")) == everything
+    assert seeded.list_preferences(U, min_strength=float("inf")) == []
+    assert seeded.list_preferences(U, min_strength=float("nan")) == []  # >= NaN keeps nothing
 
 
 def test_retrieval_context_shapes(seeded: MemoryStore) -> None:

@@ -20,7 +20,7 @@ from typing import TypeVar
 
 import msgspec
 
-from creative_memory.engine.derivation.registry import DerivedState, new_state
+from creative_memory.engine.derivation.registry import DerivedState, check_version, new_state
 from creative_memory.engine.events import Event
 from creative_memory.engine.models import Preference, Refinement
 from creative_memory.storage import LogSnapshot
@@ -107,12 +107,14 @@ class DerivedStates:
 
     def of(self, version: str) -> DerivedStates:
         """The states of ``version`` over the same log (this object for its own version;
-        others are made on first use, share this one's locks and are kept)."""
+        others are made on first use, share this one's locks and are kept). An unknown
+        version (a stored setting no release of this one knows) is a ``ValidationError``
+        here, before anything is read or written for it."""
         if version == self.version:
             return self
         other = self.siblings.get(version)
         if other is None:
-            other = self.siblings[version] = self.sibling(version)
+            other = self.siblings[version] = self.sibling(check_version(version))
         return other
 
     def every(self) -> list[DerivedStates]:

@@ -2,11 +2,14 @@
 docs/storage.md, "Erasure").
 
 Every erasure, in order: the store's listeners (capture layers, in this process) purge what
-they hold; the log is rewritten through the pure filter of ``engine/erasure.py`` — always
-when the user has a log, even when nothing in it matches: the rewrite starts a new
-generation, leaves an erasure note for events held elsewhere (a daemon's capture layer;
-docs/storage.md, "Erasure notes") and deletes every derived artefact, so a retried erasure
-cleans up after one that crashed halfway; then the state is derived again.
+they hold; what can fail to load — the user's settings and the derivation version they
+name — is loaded, so an erasure that fails has erased nothing (a full reset reads nothing
+of the old settings: it writes the defaults right after the rewrite); the log is rewritten
+through the pure filter of ``engine/erasure.py`` — always when the user has a log, even
+when nothing in it matches: the rewrite starts a new generation, leaves an erasure note
+for events held elsewhere (a daemon's capture layer; docs/storage.md, "Erasure notes") and
+deletes every derived artefact, so a retried erasure cleans up after one that crashed
+halfway; then the state is derived again.
 """
 
 from __future__ import annotations
@@ -43,15 +46,18 @@ def forget(
 
 
 def reset(store: MemoryStore, user_id: str, scope: str) -> int:
-    """:meth:`MemoryStore.reset_memory`, returning how many events were erased."""
+    """:meth:`MemoryStore.reset_memory`, returning how many events were erased.
+
+    A full reset reads nothing of the user's settings: it must work on settings that no
+    longer load (docs/api.md, "MemoryStore.reset_memory"); the defaults are written before
+    anything is derived again."""
     validate_user_id(user_id)
     project = parse_scope(scope)
     erasure = Erasure(user_id, bucket=project, everything=scope == "all")
     store._door.purge(erasure)
     erased = 0
     if scope == "all":
-        erased = rewrite(store, user_id, lambda ev: None, erasure)
-        store._storage.write_settings(user_id, UserSettings())
+        erased = rewrite(store, user_id, lambda ev: None, erasure, defaults=True)
     elif scope == "global":
         erased = rewrite(
             store, user_id, anchored(lambda ev: None if in_bucket(ev, None) else ev), erasure
@@ -76,15 +82,28 @@ def reset(store: MemoryStore, user_id: str, scope: str) -> int:
 
 
 def rewrite(
-    store: MemoryStore, user_id: str, keep: Callable[[Event], Event | None], erasure: Erasure
+    store: MemoryStore,
+    user_id: str,
+    keep: Callable[[Event], Event | None],
+    erasure: Erasure,
+    *,
+    defaults: bool = False,
 ) -> int:
     """Rewrite the log through ``keep`` with the note of ``erasure`` (its digests salted
     afresh), then — under the same lock — drop the in-memory states and derive again.
-    Returns how many events were removed or changed."""
+    What can fail to load (the settings, their derivation version) is loaded before the
+    log is touched, so an erasure that fails has erased nothing. ``defaults``: the user's
+    settings become the defaults, written right after the rewrite and before the
+    re-derivation (their old values are never read). Returns how many events were removed
+    or changed."""
     note = note_for(erasure, secrets.token_hex(8))
     with store._locked(user_id):
+        settings = UserSettings() if defaults else None
+        states = store._states_of(user_id, settings=settings)
         changed = store._storage.rewrite(user_id, keep, note=note)
+        if settings is not None:
+            store._storage.write_settings(user_id, settings)
         store._forget_states(user_id)
         if store._storage.generation(user_id):  # a log (rewritten): its state, written back
-            store._refresh(user_id, write_back=True)
+            states.refresh(user_id, write_back=True)
         return changed

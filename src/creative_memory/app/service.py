@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any, Final
 
 import msgspec
-from msgspec import UNSET
 
 from creative_memory.app.history import History, inspect_at, preview, retrieval_at
 from creative_memory.app.history import as_of as history_as_of
@@ -48,6 +47,7 @@ from creative_memory.app.results import (
     SettingsUpdate,
     SettingsView,
 )
+from creative_memory.app.settings_change import settings_edit
 from creative_memory.app.store import MemoryStore
 from creative_memory.app.worker import DerivationWorker, lazy_status
 from creative_memory.capture.layer import CaptureLayer, CaptureReport
@@ -96,7 +96,6 @@ __all__ = [
 VARIANTS: Final = ("generation", "critique", "legacy")
 COMPOSE_VARIANTS: Final = ("generation", "critique")  # the variants with a heading to place
 IMPORT_MODES: Final = ("merge", "replace")
-MAX_SETTINGS_PROJECTS: Final = 1000
 
 
 # -- the service ---------------------------------------------------------------------------
@@ -193,46 +192,12 @@ class MemoryService:
 
     def change_settings(self, user_id: str, change: SettingsChange) -> SettingsView:
         """Change several settings at once: everything is validated before anything is
-        written, so a bad key changes nothing."""
-        until: str | None = None
-        for name in ("memory_enabled", "paused", "diagnostics_feed"):
-            value = getattr(change, name)
-            if value is not UNSET and not isinstance(value, bool):
-                raise ValidationError(name, f"{name} must be true or false")
-        if change.paused_until is not UNSET and change.paused_until is not None:
-            if change.paused is False:
-                raise ValidationError(
-                    "paused_until", "paused_until needs paused to be true (or absent)"
-                )
-            until = self._future("paused_until", change.paused_until)
-        projects = {} if change.project_ignore_global is UNSET else change.project_ignore_global
-        if not isinstance(projects, dict):
-            raise ValidationError(
-                "project_ignore_global", "project_ignore_global must map project ids to true/false"
-            )
-        if len(projects) > MAX_SETTINGS_PROJECTS:
-            raise ValidationError(
-                "project_ignore_global", f"at most {MAX_SETTINGS_PROJECTS} projects per change"
-            )
-        for pid, flag in projects.items():
-            try:
-                validate_project_id(pid)
-            except ValidationError as exc:
-                raise ValidationError(f"project_ignore_global.{pid}", str(exc)) from None
-            if not isinstance(flag, bool):
-                raise ValidationError(f"project_ignore_global.{pid}", "must be true or false")
-        s = self.store
-        s.get_settings(user_id)  # validates user_id before the first write
-        if isinstance(change.memory_enabled, bool):
-            s.set_memory_enabled(user_id, change.memory_enabled)
-        if change.paused is True or until is not None:
-            s.pause(user_id, until)
-        elif change.paused is False:
-            s.resume(user_id)
-        for pid, flag in projects.items():
-            s.set_project_disabled(user_id, pid, flag)
-        if isinstance(change.diagnostics_feed, bool):
-            s.set_diagnostics_feed(user_id, change.diagnostics_feed)
+        written, then written in one settings update, so a bad key changes nothing
+        (app/settings_change.py)."""
+        edit = settings_edit(change, self.store.now_ms())
+        self.store.get_settings(user_id)  # validates user_id before the write
+        if edit is not None:
+            self.store._update_settings(user_id, edit)
         return self.settings(user_id)
 
     # reading ------------------------------------------------------------------------------
@@ -352,7 +317,10 @@ class MemoryService:
         """The user's archive (raw events and settings, checksummed) and what it holds."""
         events = self.store.events(user_id)
         data = encode_archive(user_id, self.store.get_settings(user_id), events)
-        checksum = decode_archive(data).checksum
+        try:  # decoding verifies the log's hash chain: what was read is what was written
+            checksum = decode_archive(data).checksum
+        except ValidationError as exc:  # the stored log, not the caller's input
+            raise StorageError(f"the event log was altered outside creative-memory: {exc}") from exc
         stamp = datetime.fromtimestamp(self.store.now_ms() / 1000, UTC).strftime("%Y%m%d")
         return data, ExportResult(
             user_id=user_id,
@@ -550,16 +518,6 @@ class MemoryService:
         if not self.store.get_settings(user_id).diagnostics_feed:
             return ""
         return summarize_diagnostics(retrieved)
-
-    def _future(self, field: str, value: object) -> str:
-        if not isinstance(value, str):
-            raise ValidationError(field, f"{field} must be an ISO 8601 date-time or null")
-        ms = try_parse_ts(value.strip())
-        if ms is None:
-            raise ValidationError(field, f"{field} {value!r} is not an ISO 8601 date")
-        if ms <= self.store.now_ms():
-            raise ValidationError(field, f"{field} {format_ts(ms)} is in the past")
-        return format_ts(ms)
 
 
 def _choice(field: str, value: object, allowed: tuple[str, ...]) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from creative_memory.app import erasing
+from creative_memory.app import erasing, imports
 from creative_memory.app import learning as rules
 from creative_memory.app.derived import DerivedStates, _Memo
 from creative_memory.app.door import LogDoor
@@ -34,30 +34,21 @@ from creative_memory.engine.events import (
     ComparisonEvent,
     DecayPassEvent,
     Event,
-    LegacyRecordEvent,
     build_refinement_event,
+    check_comparison,
     validate_project_id,
-    validate_stored_event,
     validate_user_id,
 )
 from creative_memory.engine.explain import Explanation, explain
 from creative_memory.engine.models import DecayResult, Preference, Refinement, RetrievalResult
-from creative_memory.engine.portability.archive import (
-    decode_archive,
-    encode_archive,
-    events_to_merge,
-)
-from creative_memory.engine.portability.prototype import parse_prototype, prototype_events_to_add
+from creative_memory.engine.portability.archive import encode_archive
 from creative_memory.engine.retrieval import Retrieved, copy_result, parse_context, retrieve_shared
 from creative_memory.engine.scope import (
-    POLARITY_OPTIONS,
-    STATUS_OPTIONS,
-    check_option,
-    parse_scope,
+    check_list_options,
     select_records,
     validate_feature,
 )
-from creative_memory.engine.timeutil import format_ts, instant_to_ms
+from creative_memory.engine.timeutil import check_normalised_ts, format_ts, instant_to_ms
 from creative_memory.storage import FileStorage, UserSettings
 from creative_memory.storage.base import EventLogStorage, SettingsSeen
 from creative_memory.storage.files.cache import DEFAULT_CACHE_CAPACITY
@@ -281,8 +272,13 @@ class MemoryStore:
         return rules.append_as_allowed(self._storage, user_id, decide, append)
 
     def append_comparison(self, user_id: str, event: ComparisonEvent) -> bool:
-        """Store a pairwise comparison unless learning is off; returns whether it was stored."""
+        """Store a pairwise comparison unless learning is off; returns whether it was stored.
+        The event is checked as ingestion stores it (times normalised, features and scope:
+        :func:`~creative_memory.engine.events.check_comparison`)."""
         validate_user_id(user_id)
+        check_normalised_ts(event.at, "at")
+        check_normalised_ts(event.recorded_at, "recorded_at")
+        check_comparison(event)
         decide = rules.when(rules.is_learning, [event], self.now_ms())
         return self._append_allowed(user_id, decide, records=False)[1] is not None
 
@@ -332,9 +328,7 @@ class MemoryStore:
     ) -> list[Preference]:
         """The user's derived records in ``scope``, filtered, strongest first."""
         validate_user_id(user_id)
-        parse_scope(scope)  # validated before anything is read
-        check_option("polarity", polarity, POLARITY_OPTIONS)
-        check_option("status", status, STATUS_OPTIONS)
+        check_list_options(scope, polarity, min_strength, status)  # before anything is read
         if not self._storage.user_exists(user_id):
             return []
         return self._states_of(user_id).read(
@@ -418,21 +412,7 @@ class MemoryStore:
         Everything is validated first; a malformed file imports nothing. Returns the number
         of records imported."""
         validate_user_id(user_id)
-        data = read_file("path", Path(path))
-        parsed = parse_prototype(data, self._recorded_at())
-        admitted = self._door.admit([*parsed.records, *parsed.refinements], "file")
-        fresh = prototype_events_to_add(admitted, self.events(user_id))
-        if fresh:
-            self._append(user_id, fresh, records=False)
-        settings = self._settings(user_id)
-        if settings.memory_enabled != parsed.memory_enabled or not self._storage.user_exists(
-            user_id
-        ):
-            self._update_settings(
-                user_id,
-                lambda s: msgspec.structs.replace(s, memory_enabled=parsed.memory_enabled),
-            )
-        return sum(isinstance(e, LegacyRecordEvent) for e in fresh)
+        return imports.import_prototype(self, user_id, read_file("path", Path(path)))
 
     def pause(self, user_id: str, until: str | datetime | None = None) -> None:
         """Pause learning until ``until`` (which must be in the future) or until resumed."""
@@ -559,25 +539,4 @@ class MemoryStore:
         """:meth:`import_memory` of an archive already in memory (the app layer's service
         receives uploads as bytes)."""
         validate_user_id(user_id)
-        if mode not in ("merge", "replace"):
-            raise ValidationError("mode", f'mode must be "merge" or "replace", got {mode!r}')
-        archive = decode_archive(data)
-        for i, ev in enumerate(archive.events):
-            validate_stored_event(ev, f"events[{i}]")
-        incoming = self._door.admit(archive.events, "events")  # redacted like every append
-        local = self.events(user_id)
-        if mode == "replace" or not local:
-            had_settings = self._storage.read_settings(user_id) is not None
-            self._replace_log(user_id, incoming)
-            if mode == "replace" or not had_settings:
-                self._storage.write_settings(user_id, archive.settings)
-            return len(incoming)
-        fresh = events_to_merge(local, incoming)
-        if fresh:
-            self._append(user_id, fresh, records=False)
-        return len(fresh)
-
-    def _replace_log(self, user_id: str, events: Sequence[Event]) -> None:
-        with self._locked(user_id):
-            self._storage.replace_all(user_id, events)
-            self._forget_states(user_id)
+        return imports.import_archive(self, user_id, data, mode)

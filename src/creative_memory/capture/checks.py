@@ -1,18 +1,23 @@
 """The checks the capture rules make of one event before it is held or delivered
-(docs/capture.md, "Capture rules"): a trigger that counts, and the adapter's own checks
-for an event that is delivered later. A failed check is a :class:`Rejected` with the reason
-the report gives."""
+(docs/capture.md, "Capture rules"): a trigger that counts, and the adapter's own checks for
+an event that is delivered later — a failed one is a :class:`Rejected` with the reason the
+report gives; and, for a rule that must judge an event before it is delivered (the thumbs
+debounce), what delivering it would refuse, judged with nothing written
+(:func:`check_event`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from creative_memory.capture import adapter
+from creative_memory.capture.adapter import Event, Handler
 from creative_memory.engine.errors import ValidationError
-from creative_memory.engine.events import validate_project_id
+from creative_memory.engine.events import ComparisonEvent, build_signal_event, validate_project_id
+from creative_memory.engine.ids import validate_user_id
+from creative_memory.engine.models import Preference
 from creative_memory.engine.text import PREVIEW_CHARS, preview
-from creative_memory.engine.timeutil import try_parse_ts
+from creative_memory.engine.timeutil import format_ts, try_parse_ts
 
 
 class Rejected(Exception):
@@ -57,3 +62,39 @@ def prevalidate(raw: Mapping[str, Any]) -> None:
             validate_project_id(project_id)
     except ValidationError as exc:
         raise Rejected(str(exc)) from exc
+
+
+class _Checked:
+    """A :class:`SignalSink` that validates what a handler hands it, as a store does before
+    it appends (the user id, then every signal), and keeps nothing."""
+
+    def __init__(self, now_ms: int) -> None:
+        self._now = now_ms
+
+    def now_ms(self) -> int:
+        return self._now
+
+    def ingest_signals(
+        self,
+        user_id: str,
+        signals: Sequence[Mapping[str, Any]],
+        *,
+        refinement: Mapping[str, Any] | None = None,
+        records: bool = True,
+    ) -> list[Preference | None]:
+        validate_user_id(user_id)
+        recorded_at = format_ts(self._now)
+        for signal in signals:
+            build_signal_event(signal, self._now, recorded_at)
+        return [None] * len(signals)
+
+    def append_comparison(self, user_id: str, event: ComparisonEvent) -> bool:
+        validate_user_id(user_id)
+        return False
+
+
+def check_event(handler: Handler, event: Event, now_ms: int) -> None:
+    """Raise the :class:`ValidationError` that delivering ``event`` through ``handler``
+    while learning would raise, writing nothing: for a rule that must judge an event before
+    it is delivered (the thumbs debounce, docs/capture.md)."""
+    handler(_Checked(now_ms), event, records=False)

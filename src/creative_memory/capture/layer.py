@@ -69,6 +69,7 @@ from typing import Any, Literal
 from creative_memory.capture import adapter
 from creative_memory.capture.adapter import Handler, SignalSink
 from creative_memory.capture.checks import Rejected as _Rejected
+from creative_memory.capture.checks import check_event
 from creative_memory.capture.checks import check_trigger as _check_trigger
 from creative_memory.capture.checks import prevalidate as _prevalidate
 from creative_memory.capture.checks import short as _short
@@ -354,6 +355,10 @@ class CaptureLayer:
         elif kind == "revert_after_edit":
             _check_trigger(trigger, "history_panel", cfg.revert_triggers, kind)
         elif kind == "thumbs_rated":
+            try:  # only a click that will be stored opens (or is held by) a debounce
+                check_event(self._handlers[kind], raw, now_ms)
+            except ValidationError as exc:
+                raise _Rejected(str(exc)) from exc
             debounced = self._debounce_thumbs(raw, now_ms)
             if debounced is not None:
                 return "coalesced", debounced
@@ -394,6 +399,8 @@ class CaptureLayer:
         edit window of an edit-save that a storage error kept out of the log back."""
         if stored and d.settle and d.event is not None:
             self._settle(d.kind, d.event)
+        if not stored and d.kind == "thumbs_rated":  # a click not stored debounces nothing
+            self._thumbs.pop((d.user, d.artifacts[0] if d.artifacts else None), None)
         if restore and not stored and d.window is not None and d.window[1].events:
             key, window = d.window
             pending = self._edits.get(key)

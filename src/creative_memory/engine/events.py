@@ -7,8 +7,9 @@ signal mapping into a :class:`SignalEvent` body. No I/O and no clock: the caller
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, Literal, get_args
 
 import msgspec
@@ -18,12 +19,19 @@ from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.ids import show as _show
 from creative_memory.engine.ids import validate_project_id as validate_project_id
 from creative_memory.engine.ids import validate_user_id as validate_user_id
+from creative_memory.engine.jsondepth import deeper_than
 from creative_memory.engine.legacy import validate_record
 from creative_memory.engine.text import MAX_TEXT_LENGTH, check_tag, check_text, first_unsafe
-from creative_memory.engine.timeutil import format_ts, parse_ts
+from creative_memory.engine.timeutil import check_normalised_ts, format_ts, parse_ts
 
 #: Version of the on-disk event format (the ``v`` field of every event).
 EVENT_FORMAT_VERSION: Final = 1
+#: The deepest a refinement's ``diff`` may nest (``{}`` is 1): so every event the store
+#: holds fits in an archive (docs/api.md, ``log_refinement``).
+MAX_DIFF_DEPTH: Final = 200
+#: The highest ``seq`` an event may carry: clients read seqs as ECMAScript numbers, which
+#: hold every integer up to 2^53 - 1 exactly (and PostgreSQL's ``bigint`` holds it too).
+MAX_SEQ: Final = 2**53 - 1
 
 Polarity = Literal["positive", "negative"]
 Scope = Literal["global", "project"]
@@ -281,37 +289,109 @@ def _optional_str(mapping: Mapping[str, Any], key: str) -> str | None:
     return value
 
 
-def validate_stored_event(ev: Event, where: str = "event") -> None:
-    """Semantic checks for an event read from outside (an archive): the same rules the
-    store applies when it creates events. Raises :class:`ValidationError`."""
-    from creative_memory.engine.timeutil import try_parse_ts
+@contextlib.contextmanager
+def _named(where: str | None, **renamed: str) -> Iterator[None]:
+    """A :class:`ValidationError` raised inside, about a field of the event at ``where``:
+    its field named ``<where>.<field>`` (``renamed`` maps a builder's argument name to the
+    event's field, e.g. ``timestamp`` to ``at``). ``where=None``: left as it is."""
+    try:
+        yield
+    except ValidationError as exc:
+        if where is None:
+            raise
+        name = renamed.get(exc.field, exc.field)
+        raise ValidationError(f"{where}.{name}", f"{where}: {exc}") from None
 
-    for name in ("at", "recorded_at"):
-        if try_parse_ts(getattr(ev, name)) is None:
-            raise ValidationError(f"{where}.{name}", f"{where}.{name} is not a valid timestamp")
-    if isinstance(ev, SignalEvent):
-        if ev.signal_type not in SIGNAL_WEIGHTS:
+
+def check_comparison(ev: ComparisonEvent, where: str | None = None) -> ComparisonEvent:
+    """``ev`` if it is a comparison as ingestion stores it (docs/engine.md, "Events"):
+    every listed feature has a non-empty, plain-line ``preference_type`` and ``pattern``
+    (a side may list none: the wire allows an empty ``signals`` list), and ``project_id``
+    is a safe id with ``scope`` ``"project"``, absent with ``"global"``. Raises
+    :class:`ValidationError` naming the field (``<where>.<field>`` when ``where`` is given)."""
+    with _named(where):
+        for side_name, side in (("chose", ev.chose), ("over", ev.over)):
+            for i, f in enumerate(side.features):
+                at = f"{side_name}.features[{i}]"
+                check_text(f"{at}.preference_type", f.preference_type, max_length=MAX_TEXT_LENGTH)
+                check_text(f"{at}.pattern", f.pattern, max_length=MAX_TEXT_LENGTH)
+        _check_scope(ev.scope, ev.project_id)
+    return ev
+
+
+def _check_scope(scope: str, project_id: str | None) -> None:
+    """``project_id`` a safe id for a project event, absent for a global one."""
+    if scope == "project":
+        validate_project_id(project_id)
+    elif scope != "global":
+        raise ValidationError("scope", f"scope {_show(scope)} is not known")
+    elif project_id is not None:
+        raise ValidationError(
+            "project_id",
+            f"project_id {_show(project_id)} is set on a global event "
+            '(a project event has scope "project")',
+        )
+
+
+def _check_signal(ev: SignalEvent, where: str) -> None:
+    """``ev`` must be what :func:`build_signal_event` makes of its own fields (the one
+    validation of live ingestion): else the first field that differs is named."""
+    fields = {name: getattr(ev, name) for name in _SIGNAL_INPUTS}
+    with _named(where, timestamp="at"):
+        _check_scope(ev.scope, ev.project_id)
+        rebuilt = build_signal_event({**fields, "timestamp": ev.at}, 0, ev.recorded_at)
+    for name in ("at", *_SIGNAL_INPUTS):
+        stored, made = getattr(ev, name), getattr(rebuilt, name)
+        if stored != made:
             raise ValidationError(
-                f"{where}.signal_type", f"unknown signal_type {_show(ev.signal_type)}"
+                f"{where}.{name}",
+                f"{where}.{name} is {_show(stored)}, which ingestion stores as {_show(made)}",
             )
-        if ev.polarity not in ("positive", "negative"):
-            raise ValidationError(f"{where}.polarity", f"bad polarity {_show(ev.polarity)}")
-        if not ev.pattern or not ev.preference_type:
-            raise ValidationError(f"{where}.pattern", "pattern and preference_type are required")
-        if ev.scope == "project":
-            validate_project_id(ev.project_id)
-        elif ev.scope != "global" or ev.project_id is not None:
-            raise ValidationError(f"{where}.scope", f"bad scope {_show(ev.scope)}")
+
+
+#: The fields of a signal event that ingestion builds from the caller's signal.
+_SIGNAL_INPUTS: Final = (
+    "signal_type",
+    "preference_type",
+    "pattern",
+    "polarity",
+    "scope",
+    "project_id",
+    "tag_text",
+    "artifact_id",
+    "session_id",
+)
+
+
+def validate_stored_event(ev: Event, where: str = "event") -> None:
+    """Semantic checks for an event read from outside (an archive): the event must be one
+    the store could have written — the format version it writes, a ``seq`` it can hold,
+    times as it writes them, and the rules ingestion applies when it creates the event
+    (signals rebuilt by :func:`build_signal_event`, comparisons by
+    :func:`check_comparison`). Raises :class:`ValidationError` naming ``<where>.<field>``."""
+    if ev.v != EVENT_FORMAT_VERSION:
+        raise ValidationError(
+            f"{where}.v",
+            f"{where}.v is {_show(ev.v)}: this version reads event format "
+            f"{EVENT_FORMAT_VERSION} only",
+        )
+    if not 0 < ev.seq <= MAX_SEQ:
+        raise ValidationError(
+            f"{where}.seq", f"{where}.seq {ev.seq} is outside 1..{MAX_SEQ} (2^53 - 1)"
+        )
+    check_normalised_ts(ev.at, f"{where}.at")
+    check_normalised_ts(ev.recorded_at, f"{where}.recorded_at")
+    if isinstance(ev, SignalEvent):
+        _check_signal(ev, where)
     elif isinstance(ev, ComparisonEvent):
-        if ev.scope == "project":
-            validate_project_id(ev.project_id)
-        elif ev.scope != "global":
-            raise ValidationError(f"{where}.scope", f"bad scope {_show(ev.scope)}")
+        check_comparison(ev, where)
     elif isinstance(ev, ProjectAnchorEvent):
-        validate_project_id(ev.project_id)
+        with _named(where):
+            validate_project_id(ev.project_id)
     elif isinstance(ev, LegacyRecordEvent):
         if ev.bucket is not None:
-            validate_project_id(ev.bucket)
+            with _named(where, project_id="bucket"):
+                validate_project_id(ev.bucket)
         validate_record(ev.record, f"{where}.record", ev.bucket)
     check_event_text(ev, where)
 
@@ -375,10 +455,15 @@ def build_refinement_event(refinement: Mapping[str, Any], recorded_at: str) -> R
     diff = refinement.get("diff")
     if diff is None:
         diff = {}
+    too_deep = ValidationError("diff", f"diff is nested deeper than {MAX_DIFF_DEPTH} levels")
     try:
-        msgspec.json.encode(diff)
+        encoded = msgspec.json.encode(diff)
     except (TypeError, msgspec.EncodeError) as exc:
         raise ValidationError("diff", f"diff must be JSON-serialisable ({exc})") from exc
+    except RecursionError:  # msgspec's own guard, far deeper than the limit
+        raise too_deep from None
+    if deeper_than(encoded, MAX_DIFF_DEPTH):
+        raise too_deep
     return RefinementEvent(
         at=recorded_at,
         recorded_at=recorded_at,

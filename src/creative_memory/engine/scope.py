@@ -41,14 +41,18 @@ def parse_scope(scope: object) -> str | None:
     """``"project:<x>"`` → validated ``x``; ``"all"`` / ``"global"`` → ``None``.
 
     Anything else is an error (docs/architecture.md, "Option values"): a scope that is
-    not understood must never list everything or erase nothing silently.
+    not understood must never list everything or erase nothing silently. Every error
+    names ``scope`` — an unsafe project id too: it is the key the caller sent.
     """
     if not isinstance(scope, str):
         raise ValidationError("scope", "scope must be a string")
     if scope in ("all", "global"):
         return None
     if scope.startswith("project:") and scope.count(":") == 1:
-        return validate_project_id(scope.removeprefix("project:"))
+        try:
+            return validate_project_id(scope.removeprefix("project:"))
+        except ValidationError as exc:  # the caller sent a scope, not a project_id
+            raise ValidationError("scope", f"scope {preview(scope)}: {exc}") from None
     raise ValidationError(
         "scope", f"unknown scope {preview(scope)}: expected 'all', 'global' or 'project:<id>'"
     )
@@ -60,6 +64,22 @@ def check_option(field: str, value: object, allowed: tuple[str, ...]) -> None:
         raise ValidationError(
             field, f"unknown {field} {preview(value)}: expected one of {', '.join(allowed)}"
         )
+
+
+def check_list_options(
+    scope: object, polarity: object, min_strength: object, status: object
+) -> None:
+    """The options of ``list_preferences``, each a :class:`ValidationError` naming it:
+    the scope (:func:`parse_scope`), polarity and status (one of their options) and
+    ``min_strength`` — a number (not a bool); NaN and the infinities are numbers, compared
+    as the reference does (``>= NaN`` keeps nothing)."""
+    parse_scope(scope)
+    check_option("polarity", polarity, POLARITY_OPTIONS)
+    if isinstance(min_strength, bool) or not isinstance(min_strength, int | float):
+        raise ValidationError(
+            "min_strength", f"min_strength must be a number, got {preview(min_strength)}"
+        )
+    check_option("status", status, STATUS_OPTIONS)
 
 
 def select_records(

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 
 from creative_memory.engine.errors import ValidationError
+from creative_memory.engine.text import preview
 
 MS_PER_DAY = 86_400_000
 
@@ -317,6 +318,18 @@ def ts_to_ms_normalised(texts: Sequence[str]) -> list[int | None]:
 def normalise_ts(text: object, field: str = "timestamp") -> str:
     """Validate and normalise a timestamp string to ``YYYY-MM-DDTHH:MM:SS.mmmZ``."""
     return format_ts(parse_ts(text, field))
+
+
+def check_normalised_ts(text: object, field: str) -> str:
+    """``text`` if it is a timestamp as the store writes it (:func:`format_ts`: UTC, with
+    milliseconds), else a :class:`ValidationError` naming ``field`` — for a stored time read
+    from outside (an archive), which must be what the store itself would have written."""
+    normalised = normalise_ts(text, field)
+    if normalised != text:
+        raise ValidationError(
+            field, f'{field} {preview(text)} is not normalised: the store writes "{normalised}"'
+        )
+    return normalised
 
 
 def add_days(ms: int, k: int) -> int:

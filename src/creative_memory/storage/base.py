@@ -64,6 +64,23 @@ class SettingsSeen:
     token: Hashable | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ImportPlan:
+    """What an import writes (docs/storage.md, "Imports"), decided on the user's log and
+    settings as they are under the user's lock. ``replace``: the log becomes exactly
+    ``events`` (keeping their ``seq``; derived artefacts are purged); else ``events`` are
+    appended after the log's tail (numbered and chained there). ``settings``, unless
+    ``None``, replace the user's settings in the same critical section."""
+
+    events: Sequence[Event]
+    replace: bool = False
+    settings: UserSettings | None = None
+
+
+#: Decides an import from the user's events and stored settings (``None``: none stored).
+ImportDecision = Callable[[list[Event], UserSettings | None], ImportPlan]
+
+
 class SettingsChanged(Exception):
     """An append conditioned on a :class:`SettingsSeen` found other settings and wrote
     nothing; ``now`` is what the backend read instead (fresh, and a condition in turn)."""
@@ -169,6 +186,15 @@ class EventLogStorage(Protocol):
     def rewrite_history(self, user_id: str) -> tuple[str, list[ErasureNote]]:
         """The log's generation (``""`` when there is no log) and the notes of its latest
         rewrites, oldest first (docs/storage.md, "Erasure notes")."""
+        ...
+
+    def import_events(self, user_id: str, decide: ImportDecision) -> ImportPlan:
+        """Under the user's lock (one critical section with respect to every other writer
+        of the user, in any process): read the log and the settings, ``decide`` what to
+        write, and write it — the events as one all-or-nothing write, then the settings.
+        A replace is :meth:`replace_all`'s (a new generation, its note saying nothing was
+        erased); an append keeps the generation and the notes. Returns the plan written.
+        Nothing is written when ``decide`` raises."""
         ...
 
     def generation(self, user_id: str) -> str:

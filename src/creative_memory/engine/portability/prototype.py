@@ -13,8 +13,14 @@ import msgspec
 
 from creative_memory.engine.constants import SCHEMA_VERSION
 from creative_memory.engine.errors import ValidationError
-from creative_memory.engine.events import Event, LegacyRecordEvent, RefinementEvent
+from creative_memory.engine.events import (
+    MAX_DIFF_DEPTH,
+    Event,
+    LegacyRecordEvent,
+    RefinementEvent,
+)
 from creative_memory.engine.ids import validate_project_id
+from creative_memory.engine.jsondepth import deeper_than
 from creative_memory.engine.legacy import field_error as _fail
 from creative_memory.engine.legacy import validate_record
 from creative_memory.engine.text import preview
@@ -30,7 +36,11 @@ class PrototypeFile(msgspec.Struct, kw_only=True):
 
 
 def parse_prototype(data: bytes, recorded_at: str) -> PrototypeFile:
-    """Validate a prototype ``preferences.json`` and turn it into events (unsequenced)."""
+    """Validate a prototype ``preferences.json`` and turn it into events (unsequenced).
+    A file nested deeper than :data:`MAX_DIFF_DEPTH` levels is refused (``file``) before
+    it is decoded: its refinements' diffs then fit the store's limit too."""
+    if deeper_than(data, MAX_DIFF_DEPTH):
+        raise ValidationError("file", f"the file is nested deeper than {MAX_DIFF_DEPTH} levels")
     try:
         doc = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:

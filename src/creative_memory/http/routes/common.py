@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from creative_memory.engine.errors import struct_error_field
+from creative_memory.engine.jsondepth import deeper_than
 from creative_memory.http.config import MAX_JSON_DEPTH
 from creative_memory.http.problems import Problem, invalid, not_found
 from creative_memory.http.schemas import AsOfParam, AtSeqParam
@@ -45,7 +46,7 @@ class Operation:
     method: str
     path: str  # the OpenAPI path template
     endpoint: Endpoint
-    operation_id: str = ""  # empty: not in the OpenAPI document (page, login, static)
+    operation_id: str = ""  # empty: not in the OpenAPI document (the page's routes)
     summary: str = ""
     route_path: str = ""  # the Starlette path when it differs from ``path``
     params: tuple[Param, ...] = ()
@@ -112,26 +113,26 @@ def check_json_type(request: Request) -> None:
         )
 
 
+#: JSON bodies as Python values. A number too large for a float (``1e400``, valid JSON) is
+#: infinity, as Python's ``json`` reads it (and so the CLI): the value is then judged where
+#: it is used — one event rejected on its own, a settings key named — not the whole body.
+_DECODER: Final = msgspec.json.Decoder(float_hook=float)
+
+
 async def read_json(request: Request) -> Any:
-    """The JSON body as Python values: 415 not JSON, 400 empty or unparseable, 422 deep."""
+    """The JSON body as Python values: 415 not JSON, 400 empty or unparseable, 422 nested
+    deeper than :data:`MAX_JSON_DEPTH` — measured before decoding, so however deep the
+    body, the decoder never recurses past the limit."""
     check_json_type(request)
     body = await request.body()  # the BodyLimit middleware meters it
     if not body.strip():
         raise invalid("the request body is empty; send a JSON document", "body", 400)
-    try:
-        value = msgspec.json.decode(body)
-    except (msgspec.MsgspecError, RecursionError) as exc:
-        raise invalid(f"the request body is not valid JSON ({exc})", "body", 400) from None
-    if not _shallow(body) and not _depth_ok(value, MAX_JSON_DEPTH):
+    if deeper_than(body, MAX_JSON_DEPTH):
         raise invalid(f"JSON nested deeper than {MAX_JSON_DEPTH} levels", "body")
-    return value
-
-
-def _shallow(body: bytes) -> bool:
-    """Whether ``body`` cannot hold JSON nested deeper than :data:`MAX_JSON_DEPTH`: every
-    array and object opens with a bracket of its own, so a body with no more brackets than
-    that (counting those inside strings too) has no more levels."""
-    return body.count(b"[") + body.count(b"{") <= MAX_JSON_DEPTH
+    try:
+        return _DECODER.decode(body)
+    except msgspec.MsgspecError as exc:
+        raise invalid(f"the request body is not valid JSON ({exc})", "body", 400) from None
 
 
 async def read_struct(request: Request, type_: type[T]) -> T:
@@ -143,23 +144,20 @@ async def read_struct(request: Request, type_: type[T]) -> T:
         raise invalid(str(exc), struct_error_field(str(exc))) from None
 
 
-def _depth_ok(value: Any, limit: int) -> bool:
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, dict | list):
-            if d > limit:
-                return False
-            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
-    return True
-
-
 def query(request: Request, name: str) -> str | None:
     """The query parameter ``name`` (given at most once), else ``None``."""
     values = request.query_params.getlist(name)
     if len(values) > 1:
         raise invalid(f"{name} given more than once", name)
     return values[0] if values else None
+
+
+def query_or(request: Request, name: str, default: str) -> str:
+    """The query parameter ``name``, or ``default`` only when it is absent: given but empty
+    is a value like any other, for the service to judge (``variant=`` is a 422, not the
+    default variant)."""
+    value = query(request, name)
+    return default if value is None else value
 
 
 def project_query(request: Request) -> str | None:
@@ -186,8 +184,7 @@ def point_query(request: Request) -> tuple[int | None, str | None]:
 
 def response_format(request: Request) -> str:
     """``?format=text|json`` (default text): how the answer is rendered."""
-    fmt = query(request, "format")
-    fmt = "text" if fmt is None else fmt  # given but empty is not one of the two
+    fmt = query_or(request, "format", "text")  # given but empty is not one of the two
     if fmt not in ("text", "json"):
         raise invalid(f"format must be one of text, json; got {fmt!r}", "format")
     return fmt

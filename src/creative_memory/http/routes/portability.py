@@ -16,7 +16,7 @@ from creative_memory.http.routes.common import (
     check_json_type,
     daemon,
     encode,
-    query,
+    query_or,
 )
 from creative_memory.http.schemas import Archive, ModeParam
 
@@ -34,7 +34,7 @@ async def post_import(request: Request) -> Response:
     """POST /api/v1/import?mode=: MemoryService.import_archive of the uploaded archive."""
     d = daemon(request)
     user = d.auth.authenticate(request)
-    mode = query(request, "mode") or "merge"
+    mode = query_or(request, "mode", "merge")
     check_json_type(request)
     data = await request.body()  # the BodyLimit middleware meters it (max_import_bytes)
     result = await d.run(d.service.import_archive, user, data, mode)

@@ -16,7 +16,7 @@ from creative_memory.http.routes.common import (
     encode,
     point_query,
     project_query,
-    query,
+    query_or,
     read_struct,
     response_format,
 )
@@ -34,7 +34,7 @@ async def get_prompt(request: Request) -> Response:
     d = daemon(request)
     user = d.auth.authenticate(request)
     project_id = project_query(request)
-    variant = query(request, "variant") or "generation"
+    variant = query_or(request, "variant", "generation")
     fmt = response_format(request)
     at_seq, as_of = point_query(request)
     result = await d.read(

@@ -30,6 +30,7 @@ import msgspec
 from creative_memory.engine.erasure_notes import ErasureNote, remember
 from creative_memory.engine.errors import StorageError
 from creative_memory.engine.events import (
+    CHAIN_GENESIS,
     Event,
     decode_event_lines,
     encode_event,
@@ -37,7 +38,14 @@ from creative_memory.engine.events import (
     sequenced,
 )
 from creative_memory.engine.settings import UserSettings
-from creative_memory.storage.base import Appended, LogRewritten, LogSnapshot, SettingsSeen
+from creative_memory.storage.base import (
+    Appended,
+    ImportDecision,
+    ImportPlan,
+    LogRewritten,
+    LogSnapshot,
+    SettingsSeen,
+)
 from creative_memory.storage.files.appending import (
     LOG_FORMAT_VERSION as LOG_FORMAT_VERSION,
 )
@@ -45,7 +53,6 @@ from creative_memory.storage.files.appending import (
     READ_CHUNK,
     LogHeader,
     count_newlines,
-    decode_header,
     encoder,
     prepare_tail,
 )
@@ -55,7 +62,7 @@ from creative_memory.storage.files.fsutil import atomic_write as atomic_write
 from creative_memory.storage.files.fsutil import fsync_dir as fsync_dir
 from creative_memory.storage.files.fsutil import make_private_dir as make_private_dir
 from creative_memory.storage.files.locks import UserLocks
-from creative_memory.storage.files.reading import decode_lines, open_with_header
+from creative_memory.storage.files.reading import decode_lines, open_with_header, read_whole_log
 from creative_memory.storage.files.settings import SettingsReader
 from creative_memory.storage.groupcommit import GroupCommit
 
@@ -191,19 +198,6 @@ class FileStorage:
         if not d.is_dir():
             return []
         return sorted(str(p.relative_to(d)) for p in d.rglob("*"))
-
-    def _open_log(self, user_id: str) -> tuple[Path, bytes, LogHeader] | None:
-        """Read the whole log: ``(path, data, header)``; ``None`` if there is no log yet."""
-        path = self._log_path(user_id)
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            return None
-        nl = data.find(b"\n")
-        if nl < 0:  # empty, or the header itself torn: no events
-            return None
-        return path, data, decode_header(data[:nl], path)
 
     def _decode_chunk(
         self, data: bytes | memoryview, path: Path, fd: int, offset: int
@@ -480,15 +474,13 @@ class FileStorage:
         """The log's current generation ("" when there is no log)."""
         return self.rewrite_history(user_id)[0]
 
-    def _old_log(self, user_id: str) -> tuple[LogHeader, list[Event], int] | None:
-        """The log as it stands (under the lock): its header, its events and the highest
-        ``seq`` ever assigned; ``None`` when there is no log."""
-        opened = self._open_log(user_id)
-        if opened is None:
-            return None
-        path, data, header = opened
-        events = decode_lines(data[data.find(b"\n") + 1 : data.rfind(b"\n")], path, 2)
-        return header, events, max([header.seq_floor, *(e.seq for e in events)])
+    def _whole_log(self, user_id: str) -> tuple[LogHeader | None, list[Event], bytes]:
+        """Under the lock, for a whole-file write: the log's header (``None``: no log yet),
+        its events, and its bytes up to the end of the last complete line (a torn tail
+        left out). The tail state and the read position are forgotten (re-read next time)."""
+        self._tails.pop(user_id, None)
+        self._seen.pop(user_id, None)
+        return read_whole_log(self._log_path(user_id))
 
     def _write_log(
         self, user_id: str, events: Sequence[Event], floor: int, notes: list[ErasureNote]
@@ -515,12 +507,10 @@ class FileStorage:
         """Rewrite the log through ``keep`` (temp file and rename) and purge derived data;
         with a ``note`` (an erasure) also when nothing changes."""
         with self.locked(user_id):
-            self._tails.pop(user_id, None)
-            self._seen.pop(user_id, None)
-            old = self._old_log(user_id)
+            old, events, _ = self._whole_log(user_id)
             if old is None:
                 return 0
-            header, events, max_seq = old
+            max_seq = max([old.seq_floor, *(e.seq for e in events)])
             changed = 0
             survivors: list[Event] = []
             for ev in events:
@@ -531,9 +521,9 @@ class FileStorage:
                     survivors.append(new)
             if not changed and note is None:
                 return 0
-            notes = header.notes()
+            notes = old.notes()
             if note is not None:
-                notes = remember(notes, note, header.generation)
+                notes = remember(notes, note, old.generation)
             self._write_log(user_id, survivors, max_seq, notes)
             return changed
 
@@ -541,14 +531,42 @@ class FileStorage:
         """Atomically replace the whole log with ``events`` (keeping their ``seq``; the chain
         is recomputed). ``seq_floor`` keeps every number ever used here unusable."""
         with self.locked(user_id):
-            self._tails.pop(user_id, None)
-            self._seen.pop(user_id, None)
-            old = self._old_log(user_id)
-            floor = max([0 if old is None else old[2], *(e.seq for e in events)])
-            notes: list[ErasureNote] = []
-            if old is not None:  # a rewrite that erases nothing: noted all the same
-                notes = remember(old[0].notes(), ErasureNote(), old[0].generation)
-            self._write_log(user_id, events, floor, notes)
+            self._replace(user_id, events, *self._whole_log(user_id)[:2])
+
+    def _replace(
+        self, user_id: str, events: Sequence[Event], old: LogHeader | None, had: list[Event]
+    ) -> None:
+        """:meth:`replace_all` of a log whose header and events are ``old`` and ``had``
+        (caller holds the lock): a rewrite that erases nothing, noted all the same."""
+        floor = max([old.seq_floor if old else 0, *(e.seq for e in [*had, *events])])
+        notes = [] if old is None else remember(old.notes(), ErasureNote(), old.generation)
+        self._write_log(user_id, events, floor, notes)
+
+    def import_events(self, user_id: str, decide: ImportDecision) -> ImportPlan:
+        """Under the lock: read the log and settings, ``decide``, write (docs/storage.md,
+        "Imports"). An append is written as a new file — the log's bytes, then the new
+        events — through temp file, fsync and rename, keeping the generation (every byte
+        before the new events is unchanged, the header's erasure notes too): all or nothing
+        however many events, where one ``write`` of many lines can be cut short by a crash,
+        leaving some of them. A replace is :meth:`replace_all`'s (a new generation, noted)."""
+        with self.locked(user_id):
+            old, events, kept = self._whole_log(user_id)
+            plan = decide(events, self.read_settings(user_id))
+            if plan.replace:
+                self._replace(user_id, plan.events, old, events)
+            elif plan.events:
+                last_seq = max([old.seq_floor if old else 0, *(e.seq for e in events)])
+                prev = events[-1].h if events else CHAIN_GENESIS
+                if old is None:
+                    kept = encoder.encode(LogHeader(generation=secrets.token_hex(8))) + b"\n"
+                added = b"".join(
+                    [encode_event(e) + b"\n" for e in sequenced(plan.events, last_seq, prev)]
+                )
+                atomic_write(self._log_path(user_id), kept + added)
+                self._inflight.pop(user_id, None)  # the whole new file is durable
+            if plan.settings is not None:
+                atomic_write(self._settings_path(user_id), encoder.encode(plan.settings) + b"\n")
+            return plan
 
     def rewrite_history(self, user_id: str) -> tuple[str, list[ErasureNote]]:
         """The log's generation and the erasure notes its header keeps."""

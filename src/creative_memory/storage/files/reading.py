@@ -1,5 +1,5 @@
-"""Reading a file log (docs/storage.md, "The event log"): its header, and its events line by
-line when a corrupt line must be named."""
+"""Reading a file log (docs/storage.md, "The event log"): its header, the whole log for a
+writer that replaces it, and its events line by line when a corrupt line must be named."""
 
 from __future__ import annotations
 
@@ -46,3 +46,20 @@ def open_with_header(path: Path) -> tuple[BinaryIO, bytes, LogHeader] | None:
     except StorageError:
         f.close()
         raise
+
+
+def read_whole_log(path: Path) -> tuple[LogHeader | None, list[Event], bytes]:
+    """The log at ``path`` read whole (by a writer holding its lock): its header (``None``:
+    no log, or not even a complete header), its events, and its bytes up to the end of the
+    last complete line (a torn final line left out)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None, [], b""
+    header_end = data.find(b"\n") + 1
+    if header_end == 0:  # empty, or the header itself torn: no events
+        return None, [], b""
+    header = decode_header(data[: header_end - 1], path)
+    last_nl = data.rfind(b"\n")
+    return header, decode_lines(data[header_end:last_nl], path, 2), data[: last_nl + 1]

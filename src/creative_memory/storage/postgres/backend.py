@@ -12,12 +12,20 @@ import psycopg
 from creative_memory.engine.erasure_notes import ErasureNote, remember
 from creative_memory.engine.errors import StorageError
 from creative_memory.engine.events import (
+    CHAIN_GENESIS,
     Event,
     decode_event,
     rechain,
+    sequenced,
 )
 from creative_memory.engine.settings import UserSettings
-from creative_memory.storage.base import Appended, LogSnapshot, SettingsSeen
+from creative_memory.storage.base import (
+    Appended,
+    ImportDecision,
+    ImportPlan,
+    LogSnapshot,
+    SettingsSeen,
+)
 from creative_memory.storage.files.cache import DEFAULT_CACHE_CAPACITY
 from creative_memory.storage.postgres.appends import Seen
 from creative_memory.storage.postgres.connections import DEFAULT_POOL_SIZE, Connections
@@ -266,12 +274,7 @@ class PostgresStorage:
             notes = self._notes(user_id, row[2])
             if note is not None:
                 notes = remember(notes, note, row[0])
-            rows = conn.execute(
-                "SELECT seq, line FROM cm_events WHERE user_id = %s ORDER BY seq",
-                (user_id,),
-                binary=True,
-            ).fetchall()
-            events = [self._decode(user_id, seq, line) for seq, line in rows]
+            events = self._whole_log(conn, user_id)
             max_seq = max([floor, *(e.seq for e in events)])
             changed = 0
             first_change: int | None = None  # index of the first dropped or changed event
@@ -305,35 +308,98 @@ class PostgresStorage:
         self._writer.forget(user_id)
         return changed
 
+    def _whole_log(self, conn: psycopg.Connection[tuple[Any, ...]], user_id: str) -> list[Event]:
+        """Every event of the log, in ``conn``'s transaction (holding the user's lock, for a
+        write that depends on the whole log)."""
+        rows = conn.execute(
+            "SELECT seq, line FROM cm_events WHERE user_id = %s ORDER BY seq",
+            (user_id,),
+            binary=True,
+        ).fetchall()
+        return [self._decode(user_id, seq, line) for seq, line in rows]
+
     def replace_all(self, user_id: str, events: Sequence[Event]) -> None:
         """Atomically replace the whole log with ``events`` (keeping their ``seq``; the chain
         is recomputed). ``seq_floor`` keeps every number ever used here unusable."""
-        linked = rechain(events)
         with self._db.tx(user_id) as conn:
             row = conn.execute(
-                "SELECT seq_floor, generation, erasures::text FROM cm_users WHERE user_id = %s",
+                "SELECT generation, seq_floor, erasures::text FROM cm_users WHERE user_id = %s",
                 (user_id,),
             ).fetchone()
-            floor = max([int(row[0]) if row else 0, *(e.seq for e in linked)])
-            generation = secrets.token_hex(8)
-            if row is None:
-                conn.execute(
-                    "INSERT INTO cm_users (user_id, generation, seq_floor) VALUES (%s, %s, %s)",
-                    (user_id, generation, floor),
-                )
-            else:
-                notes = self._notes(user_id, row[2])
-                if row[1] is not None:  # a rewrite that erases nothing: noted all the same
-                    notes = remember(notes, ErasureNote(), row[1])
-                conn.execute(
-                    "UPDATE cm_users SET generation = %s, seq_floor = %s, erasures = %s::jsonb "
-                    "WHERE user_id = %s",
-                    (generation, floor, _encoder.encode(notes).decode(), user_id),
-                )
-            conn.execute("DELETE FROM cm_events WHERE user_id = %s", (user_id,))
-            insert_events(conn, user_id, linked)
-            self._purge_derived(conn, user_id)
+            self._replace(conn, user_id, events, row)
         self._writer.forget(user_id)
+
+    def _replace(
+        self,
+        conn: psycopg.Connection[tuple[Any, ...]],
+        user_id: str,
+        events: Sequence[Event],
+        row: tuple[Any, ...] | None,
+    ) -> None:
+        """:meth:`replace_all` in ``conn``'s transaction (holding the user's lock), the
+        user's row holding ``(generation, seq_floor, erasures)`` (``None``: no row yet): a
+        rewrite that erases nothing, noted all the same."""
+        linked = rechain(events)
+        generation = secrets.token_hex(8)
+        new_floor = max([0 if row is None else int(row[1]), *(e.seq for e in linked)])
+        if row is None:
+            conn.execute(
+                "INSERT INTO cm_users (user_id, generation, seq_floor) VALUES (%s, %s, %s)",
+                (user_id, generation, new_floor),
+            )
+        else:
+            notes = self._notes(user_id, row[2])
+            if row[0] is not None:  # the log replaced: its note says nothing was erased
+                notes = remember(notes, ErasureNote(), row[0])
+            conn.execute(
+                "UPDATE cm_users SET generation = %s, seq_floor = %s, erasures = %s::jsonb "
+                "WHERE user_id = %s",
+                (generation, new_floor, _encoder.encode(notes).decode(), user_id),
+            )
+        conn.execute("DELETE FROM cm_events WHERE user_id = %s", (user_id,))
+        insert_events(conn, user_id, linked)
+        self._purge_derived(conn, user_id)
+
+    def import_events(self, user_id: str, decide: ImportDecision) -> ImportPlan:
+        """One transaction holding the user's lock: read the log and the settings,
+        ``decide``, write (docs/storage.md, "Imports"); all or nothing."""
+        text: str | None = None
+        with self._db.tx(user_id) as conn:
+            row = conn.execute(
+                "SELECT generation, seq_floor, erasures::text, settings::text FROM cm_users "
+                "WHERE user_id = %s",
+                (user_id,),
+            ).fetchone()
+            events = self._whole_log(conn, user_id)
+            stored = None if row is None or row[3] is None else row[3]
+            plan = decide(
+                events, None if stored is None else self._decode_settings(user_id, stored)
+            )
+            floor = None if row is None else int(row[1])
+            if plan.replace:
+                self._replace(conn, user_id, plan.events, None if row is None else row[:3])
+            elif plan.events:
+                generation = None if row is None else row[0]
+                if generation is None:  # no log yet: it begins now
+                    generation = secrets.token_hex(8)
+                    conn.execute(
+                        "INSERT INTO cm_users (user_id, generation) VALUES (%s, %s) "
+                        "ON CONFLICT (user_id) DO UPDATE SET generation = EXCLUDED.generation",
+                        (user_id, generation),
+                    )
+                prev = events[-1].h if events else CHAIN_GENESIS
+                out = sequenced(plan.events, floor or 0, prev)
+                insert_events(conn, user_id, out)
+                conn.execute(
+                    "UPDATE cm_users SET seq_floor = %s WHERE user_id = %s",
+                    (out[-1].seq, user_id),
+                )
+            if plan.settings is not None:
+                text = self._store_settings(conn, user_id, plan.settings)
+        self._writer.forget(user_id)
+        if text is not None:
+            self._remember_settings(user_id, text)
+        return plan
 
     # -- settings ----------------------------------------------------------------------------
     def _decode_settings(self, user_id: str, text: str) -> UserSettings:
