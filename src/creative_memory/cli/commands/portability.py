@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import os
 import sys
 from pathlib import Path
 
@@ -33,15 +35,17 @@ The archive holds raw events and settings (not the cache) with a SHA-256 checksu
 )
 def export(state: State, target: str | None, to: str | None) -> None:
     """Write one versioned, checksummed archive of your raw events and settings to FILE
-    (replaced atomically if it exists) or, with '-', to stdout."""
+    (replaced atomically if it exists; a symlink's target is replaced, a FIFO or device is
+    written into) or, with '-', to stdout."""
     if target is not None and to is not None:
         raise click.UsageError("give the archive file once: FILE or --to PATH, not both")
     path = target if target is not None else to
     if path is None:
         raise click.UsageError("missing the archive file: give FILE, '-' for stdout, or --to PATH")
     service = state.service
+    to_stdout = path == "-" or _is_stdout(path)
     with progress(f"Exporting {state.user}'s memory", quiet=state.quiet):
-        if path == "-":
+        if to_stdout:
             data, result = service.export_archive(state.user)
         else:
             result = service.export_to(state.user, Path(path))
@@ -55,7 +59,7 @@ def export(state: State, target: str | None, to: str | None) -> None:
         f"Exported {plural(result.events, 'event')} and settings of {result.user_id} to "
         f"{'stdout' if path == '-' else safe(path)}."
     )
-    if path == "-":
+    if to_stdout:
         write_bytes(data)
         if not state.quiet:
             note(line)
@@ -64,6 +68,18 @@ def export(state: State, target: str | None, to: str | None) -> None:
         emit_json(doc)
         return
     click.echo(line)
+
+
+def _is_stdout(path: str) -> bool:
+    """Whether ``path`` is the file stdout already writes to (``/dev/stdout``, or ``FILE``
+    with ``> FILE``): the archive then goes through stdout, like ``-``, and the summary to
+    stderr, so neither overwrites the other."""
+    try:
+        out = os.fstat(sys.stdout.fileno())
+        named = os.stat(path)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return False
+    return (named.st_dev, named.st_ino) == (out.st_dev, out.st_ino)
 
 
 @command(

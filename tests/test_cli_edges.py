@@ -1,0 +1,146 @@
+"""The CLI at its edges: files that are not plain files, empty option values, a second
+daemon, another user's prototype file, the past on every view, suggestions across scopes,
+escaped error lines, broken pipes (docs/cli.md). In-process through click's runner unless
+a real process is the point."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+
+from creative_memory.storage.files.fsutil import atomic_write
+from tests.test_cli import TEACH, Cli, one_line_error
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    return Cli(tmp_path)
+
+
+def _archive(data: bytes) -> dict[str, object]:
+    doc = json.loads(data)
+    assert isinstance(doc, dict) and doc["user_id"] == "alice", doc
+    return doc
+
+
+class Reader(threading.Thread):
+    """Reads a FIFO (or a pipe's read end) to its end in the background."""
+
+    def __init__(self, path: Path | None = None, fd: int | None = None) -> None:
+        super().__init__(daemon=True)
+        self.path, self.fd, self.data = path, fd, b""
+
+    def run(self) -> None:
+        if self.path is not None:
+            self.data = self.path.read_bytes()
+            return
+        assert self.fd is not None
+        with os.fdopen(self.fd, "rb") as f:
+            self.data = f.read()
+
+
+# -- export into what is not a plain file ------------------------------------------------------
+def test_export_writes_into_a_fifo_and_keeps_it(cli: Cli, tmp_path: Path) -> None:
+    cli.teach(TEACH[:2])
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    reader = Reader(fifo)
+    reader.start()
+    cli.ok("export", str(fifo))
+    reader.join(30)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert len(_archive(reader.data)["events"]) == 2  # type: ignore[arg-type]
+
+
+def test_export_through_a_symlink_replaces_its_target_and_keeps_the_link(
+    cli: Cli, tmp_path: Path
+) -> None:
+    cli.teach(TEACH[:1])
+    (tmp_path / "b").mkdir()
+    real = tmp_path / "b" / "real.json"
+    real.write_text("keep\n")
+    link = tmp_path / "link.json"
+    link.symlink_to(Path("b") / "real.json")  # relative, as `ln -s` makes it
+    r = cli.ok("export", str(link))
+    assert str(link) in r.out
+    assert link.is_symlink() and os.readlink(link) == str(Path("b") / "real.json")
+    _archive(real.read_bytes())
+    assert not list(tmp_path.glob(".*.tmp")) and not list((tmp_path / "b").glob(".*.tmp"))
+    # a link to a file not there yet: the file is created where the link points
+    dangling = tmp_path / "later.json"
+    dangling.symlink_to(tmp_path / "b" / "new.json")
+    cli.ok("export", str(dangling))
+    assert dangling.is_symlink()
+    _archive((tmp_path / "b" / "new.json").read_bytes())
+
+
+def test_export_into_a_descriptor(cli: Cli, tmp_path: Path) -> None:
+    """``export /dev/fd/N`` (what a shell's ``>(gzip > x.gz)`` passes) writes into the
+    descriptor: a pipe, or a file opened for appending."""
+    cli.teach(TEACH[:1])
+    r_fd, w_fd = os.pipe()
+    reader = Reader(fd=r_fd)
+    reader.start()
+    try:
+        cli.ok("export", f"/dev/fd/{w_fd}")
+    finally:
+        os.close(w_fd)
+    reader.join(30)
+    _archive(reader.data)
+    log = tmp_path / "log.txt"
+    log.write_bytes(b"HEAD\n")
+    inode = log.stat().st_ino
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+    try:
+        cli.ok("export", f"/dev/fd/{fd}")
+    finally:
+        os.close(fd)
+    assert log.stat().st_ino == inode  # the very file the descriptor holds
+    data = log.read_bytes()
+    assert data.startswith(b"HEAD\n")
+    _archive(data[5:])
+
+
+def test_export_errors_name_the_file_never_a_temp_file(cli: Cli, tmp_path: Path) -> None:
+    cli.teach(TEACH[:1])
+    link = tmp_path / "link.json"
+    link.symlink_to(tmp_path / "gone" / "x.json")
+    r = cli("export", str(link))
+    one_line_error(r, 1, f"cannot use {link}")
+    assert ".tmp" not in r.err and link.is_symlink()
+
+
+def test_atomic_write_keeps_a_regular_file_atomic(tmp_path: Path) -> None:
+    path = tmp_path / "a.json"
+    path.write_bytes(b"old")
+    inode = path.stat().st_ino
+    atomic_write(path, b"new")
+    assert path.read_bytes() == b"new" and path.stat().st_ino != inode  # renamed over
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_export_to_the_file_stdout_writes_to_keeps_the_summary_out(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """``export /dev/stdout > out.json`` (here ``/proc/self/fd/1``): the archive goes
+    through stdout, as with ``-``, and the summary to stderr, so neither overwrites the
+    other."""
+    import subprocess
+    import sys
+
+    cli.teach(TEACH[:1])
+    out = tmp_path / "out.json"
+    with out.open("wb") as f:
+        proc = subprocess.run(
+            [sys.executable, "-m", "creative_memory.cli", "export", "/proc/self/fd/1"],
+            stdout=f, stderr=subprocess.PIPE, env=cli.env, cwd=cli.cwd, timeout=120,
+            check=False,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    _archive(out.read_bytes())
+    assert b"Exported 1 event" in proc.stderr
