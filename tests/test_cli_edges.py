@@ -144,3 +144,18 @@ def test_export_to_the_file_stdout_writes_to_keeps_the_summary_out(
     assert proc.returncode == 0, proc.stderr
     _archive(out.read_bytes())
     assert b"Exported 1 event" in proc.stderr
+
+
+# -- an empty --data-dir --------------------------------------------------------------------
+@pytest.mark.parametrize("where", ["before", "after"])
+@pytest.mark.parametrize("command", [["whoami"], ["reset", "--confirm"], ["token"]])
+def test_an_empty_data_dir_is_refused(cli: Cli, where: str, command: list[str]) -> None:
+    cli.teach(TEACH[:1])
+    args = ["--data-dir", "", *command] if where == "before" else [*command, "--data-dir", ""]
+    one_line_error(cli(*args), 2, "Invalid value for '--data-dir'", "empty")
+    assert cli.store().events("alice")  # the default store was not touched
+
+
+def test_an_empty_environment_root_counts_as_unset(cli: Cli) -> None:
+    doc = cli.json("whoami", env={"OD_DATA_DIR": ""})
+    assert doc["data_dir_source"] == "MEMORY_STORAGE_ROOT"

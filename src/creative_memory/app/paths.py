@@ -15,6 +15,8 @@ and pass them in explicitly. Storage root, first match wins:
 
 There is never a cwd-relative fallback: environment values must be absolute paths
 (``~`` is expanded), and a relative ``XDG_DATA_HOME`` is ignored, as the XDG spec says.
+An environment variable set to the empty string counts as unset; an empty ``--data-dir``
+is refused.
 
 Default user: ``CREATIVE_MEMORY_USER``, else the login name made safe (every character
 outside ``[A-Za-z0-9_-]`` becomes ``_``).
@@ -37,6 +39,11 @@ APP_NAME: Final = "creative-memory"
 
 #: Sources of the storage root, in precedence order.
 ROOT_SOURCES: Final = ("--data-dir", "OD_DATA_DIR", "MEMORY_STORAGE_ROOT", "platform")
+
+#: Why an empty ``--data-dir`` is refused: ``--data-dir "$UNSET" reset --confirm`` must not
+#: erase the default store. (An empty environment variable is unset, as usual.)
+EMPTY_DATA_DIR: Final = "must not be empty (an empty value never means the default store)"
+
 
 class PathConfigError(ValueError):
     """The environment or a flag names an unusable storage root (one-line message)."""
@@ -114,7 +121,9 @@ def resolve_root(
     ``--data-dir``; checks nothing on disk."""
     env = os.environ if env is None else env
     home = home if home is not None else env.get("HOME") or env.get("USERPROFILE")
-    if flag is not None and str(flag) != "":
+    if flag is not None:
+        if os.fspath(flag) == "":
+            raise PathConfigError(f"--data-dir: {EMPTY_DATA_DIR}")
         value = _expand(os.fspath(flag), home)
         path = Path(value)
         if not _is_absolute(value, platform):
@@ -195,6 +204,7 @@ def resolve_user(flag: str | None, env: Mapping[str, str] | None = None) -> Reso
 
 __all__ = [
     "APP_NAME",
+    "EMPTY_DATA_DIR",
     "ROOT_SOURCES",
     "PathConfigError",
     "ResolvedRoot",

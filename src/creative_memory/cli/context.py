@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import click
 
 from creative_memory.app.paths import (
+    EMPTY_DATA_DIR,
     ResolvedRoot,
     ResolvedUser,
     check_root,
@@ -220,6 +221,12 @@ def _flag(attr: str) -> Callable[[click.Context, click.Parameter, Any], None]:
     return callback
 
 
+def _set_data_dir(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value == "":  # `--data-dir "$UNSET"` must never mean the default store
+        raise click.BadParameter(EMPTY_DATA_DIR)
+    _set("data_dir")(ctx, param, value)
+
+
 def _set_user(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
     _set("user_flag")(ctx, param, validate_user_flag(ctx, param, value))
 
@@ -236,7 +243,7 @@ GLOBAL_OPTIONS: tuple[click.Option, ...] = (
         ["--data-dir", "g_data_dir"],
         metavar="DIR",
         expose_value=False,
-        callback=_set("data_dir"),
+        callback=_set_data_dir,
         help="Storage root (overrides OD_DATA_DIR and MEMORY_STORAGE_ROOT).",
     ),
     click.Option(

@@ -45,7 +45,7 @@ def _group_option(name: str) -> Any:
 def resolve_data_dir(flag: str | os.PathLike[str] | None) -> Path:
     """``--data-dir`` → ``$OD_DATA_DIR/memory`` → ``$MEMORY_STORAGE_ROOT`` → platform dir
     (:func:`creative_memory.app.paths.resolve_root`); the global ``--data-dir`` counts."""
-    if flag is None or str(flag) == "":
+    if flag is None:
         flag = _group_option("data_dir")
     return resolve_root(flag).path
 
