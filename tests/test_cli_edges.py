@@ -10,6 +10,7 @@ import os
 import stat
 import threading
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
@@ -159,3 +160,63 @@ def test_an_empty_data_dir_is_refused(cli: Cli, where: str, command: list[str]) 
 def test_an_empty_environment_root_counts_as_unset(cli: Cli) -> None:
     doc = cli.json("whoami", env={"OD_DATA_DIR": ""})
     assert doc["data_dir_source"] == "MEMORY_STORAGE_ROOT"
+
+
+# -- one daemon per data dir ----------------------------------------------------------------
+class StubServer:
+    """Stands in for uvicorn: records what ``server.json`` said while it "served"."""
+
+    seen: ClassVar[list[dict[str, Any] | None]] = []
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def run(self, sockets: Any = None) -> None:
+        from creative_memory.http import DaemonFiles
+
+        StubServer.seen.append(DaemonFiles(self.root).read_server_info())
+
+
+@pytest.fixture
+def stub_uvicorn(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any] | None]:
+    from creative_memory.http import run as run_module
+
+    StubServer.seen = []
+    monkeypatch.setattr(run_module, "_uvicorn_server", lambda app: StubServer(cli.root))
+    return StubServer.seen
+
+
+def test_a_second_daemon_on_the_same_data_dir_is_refused(
+    cli: Cli, stub_uvicorn: list[dict[str, Any] | None]
+) -> None:
+    import socket
+
+    from creative_memory.http import DaemonFiles
+
+    files = DaemonFiles(cli.root)
+    with socket.socket() as listening:  # the first daemon: this process, its port open
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        url = f"http://127.0.0.1:{port}/"
+        first = {"pid": os.getpid(), "host": "127.0.0.1", "port": port, "url": url}
+        files.write_server_info(first)
+        r = cli("serve", "--port", "0")
+        one_line_error(r, 1, "already serving", url, f"pid {os.getpid()}")
+        assert files.read_server_info() == first and stub_uvicorn == []
+    # the first one is gone (nothing listens on its port): its server.json is replaced
+    cli.ok("serve", "--port", "0")
+    assert stub_uvicorn[0] is not None and stub_uvicorn[0]["port"] != port
+    assert files.read_server_info() is None  # removed when this one stopped
+
+
+def test_a_stale_server_file_of_a_dead_process_is_replaced(
+    cli: Cli, stub_uvicorn: list[dict[str, Any] | None]
+) -> None:
+    from creative_memory.http import DaemonFiles
+
+    DaemonFiles(cli.root).write_server_info(
+        {"pid": 2**22 + 12345, "host": "127.0.0.1", "port": 1, "url": "http://127.0.0.1:1/"}
+    )
+    cli.ok("serve", "--port", "0")
+    assert stub_uvicorn[0] is not None and stub_uvicorn[0]["pid"] == os.getpid()
