@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import pytest
 
 from creative_memory.storage.files.fsutil import atomic_write
-from tests.test_cli import TEACH, Cli, one_line_error
+from tests.test_cli import PROTO, TEACH, Cli, one_line_error
 
 
 @pytest.fixture
@@ -220,3 +220,32 @@ def test_a_stale_server_file_of_a_dead_process_is_replaced(
     )
     cli.ok("serve", "--port", "0")
     assert stub_uvicorn[0] is not None and stub_uvicorn[0]["pid"] == os.getpid()
+
+
+# -- migrate: whose file, and what it switched --------------------------------------------
+def test_migrate_refuses_another_users_file_unless_named(cli: Cli, tmp_path: Path) -> None:
+    paused = PROTO / "paused_user"
+    r = cli("--user", "designer", "migrate", str(paused))
+    one_line_error(r, 2, "holds the preferences of 'paused_user', not of 'designer'",
+                   "--from-user paused_user")  # fmt: skip
+    assert not (cli.root / "designer").exists()  # nothing written
+    r = cli("--user", "designer", "migrate", "--from-user", "bob", str(paused))
+    one_line_error(r, 2, "Invalid value for '--from-user'", "not of 'bob'")
+    assert not (cli.root / "designer").exists()
+    r = cli.ok("--user", "designer", "migrate", "--from-user", "paused_user", str(paused))
+    assert r.out.splitlines() == [
+        f"Imported 1 prototype record from {paused} (paused_user's file) into designer.",
+        "The file's master switch turned memory OFF for designer: nothing is learned or "
+        "injected until `creative-memory enable`.",
+        "Settings: memory OFF (nothing learned or injected) · learning active · "
+        "diagnostics feed off",
+    ]
+    # under a prototype root, --from-user picks <root>/<from-user>/preferences.json
+    doc = cli.json("--user", "ann", "migrate", "--from-user", "paused_user", str(PROTO))
+    assert doc["file"] == str(paused / "preferences.json")
+    assert doc["file_user_id"] == "paused_user" and doc["settings_changed"] is True
+    assert doc["settings"]["memory_enabled"] is False
+    # the owner's own file: no option needed; a re-import that changes nothing says nothing
+    cli.ok("--user", "paused_user", "migrate", str(paused))
+    r = cli.ok("--user", "paused_user", "migrate", str(paused))
+    assert r.out.startswith("Nothing new to import") and "Settings:" not in r.out

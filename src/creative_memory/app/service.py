@@ -31,7 +31,8 @@ from msgspec import UNSET
 from creative_memory.app.history import History, inspect_at, preview, retrieval_at
 from creative_memory.app.history import as_of as history_as_of
 from creative_memory.app.lookup import close_names, nothing
-from creative_memory.app.paths import prototype_file, read_file
+from creative_memory.app.migration import MigrateResult, migrate_prototype
+from creative_memory.app.paths import read_file
 from creative_memory.app.results import (
     DerivationInfo,
     ExportResult,
@@ -395,10 +396,13 @@ class MemoryService:
         """Import the archive in ``path``."""
         return self.import_archive(user_id, read_file("path", Path(path)), mode)
 
-    def migrate(self, user_id: str, path: str | os.PathLike[str]) -> int:
+    def migrate(
+        self, user_id: str, path: str | os.PathLike[str], *, from_user: str | None = None
+    ) -> MigrateResult:
         """Import a prototype-era ``preferences.json`` (the file, a prototype user directory
-        or a prototype root holding ``<user>/preferences.json``); returns records imported."""
-        return self.store.import_prototype(user_id, prototype_file(Path(path), user_id))
+        or a prototype root holding ``<user>/preferences.json``); another user's file only
+        when ``from_user`` names its owner (app/migration.py)."""
+        return migrate_prototype(self.store, self.settings, user_id, Path(path), from_user)
 
     # ingest -------------------------------------------------------------------------------
     def ingest(

@@ -9,9 +9,18 @@ from pathlib import Path
 
 import click
 
-from creative_memory.cli.context import State, command
+from creative_memory.cli.context import State, command, validate_user_flag
 from creative_memory.cli.errors import one_line
-from creative_memory.cli.render import emit_json, note, plural, progress, safe, write_bytes
+from creative_memory.cli.render import (
+    emit_json,
+    note,
+    plural,
+    progress,
+    safe,
+    settings_doc,
+    settings_line,
+    write_bytes,
+)
 from creative_memory.engine.errors import ValidationError
 
 
@@ -154,28 +163,64 @@ Examples:
   creative-memory migrate ~/.od/memory/alice/preferences.json
   creative-memory migrate ~/.od/memory/alice        # a prototype user directory
   creative-memory migrate ~/.od/memory              # a prototype root: <root>/<user>/
-Importing twice imports nothing new (idempotent).
+  creative-memory --user alice migrate --from-user old_alice ~/.od/memory
+Importing twice imports nothing new (idempotent). A file that belongs to another user
+(its user_id) is refused unless --from-user names that user. The file's master switch
+(memory_enabled) is applied, and the output says when that changed your settings.
 """
 )
 @click.argument("source", metavar="PATH", type=click.Path(exists=True, path_type=Path))
-def migrate(state: State, source: Path) -> None:
+@click.option(
+    "--from-user",
+    "from_user",
+    metavar="ID",
+    callback=validate_user_flag,
+    help="Import this prototype user's file into --user (required when the file belongs to "
+    "another user; under a prototype root, reads <root>/ID/preferences.json).",
+)
+def migrate(state: State, source: Path, from_user: str | None) -> None:
     """Import a prototype-era preferences.json (schema 1.0) as legacy events."""
     service = state.service
     try:
         with progress(f"Importing prototype records from {source}", quiet=state.quiet):
-            imported = service.migrate(state.user, source)
+            result = service.migrate(state.user, source, from_user=from_user)
     except ValidationError as exc:
         raise ValidationError(exc.field, f"cannot migrate {source}: {one_line(exc)}") from exc
     if state.json:
-        emit_json({"user_id": state.user, "path": str(source), "records_imported": imported})
+        emit_json(
+            {
+                "user_id": result.user_id,
+                "path": str(source),
+                "file": result.path,
+                "file_user_id": result.file_user_id,
+                "records_imported": result.records_imported,
+                "settings_changed": result.settings_changed,
+                "settings": settings_doc(result.settings),
+            }
+        )
         return
+    imported, user = result.records_imported, result.user_id
+    owner = result.file_user_id
+    origin = f" ({safe(owner)}'s file)" if owner is not None and owner != user else ""
     if imported:
         click.echo(
-            f"Imported {plural(imported, 'prototype record')} from {safe(source)} into "
-            f"{state.user}."
+            f"Imported {plural(imported, 'prototype record')} from {safe(source)}{origin} "
+            f"into {user}."
         )
     else:
-        click.echo(f"Nothing new to import from {safe(source)} (already imported or empty).")
+        click.echo(
+            f"Nothing new to import from {safe(source)}{origin} (already imported or empty)."
+        )
+    if result.settings_changed:
+        before, after = result.settings_before, result.settings
+        if before.memory_enabled != after.memory_enabled:
+            click.echo(
+                f"The file's master switch turned memory {'on' if after.memory_enabled else 'OFF'}"
+                f" for {user}"
+                + ("." if after.memory_enabled else
+                   ": nothing is learned or injected until `creative-memory enable`.")
+            )  # fmt: skip
+        click.echo(f"Settings: {settings_line(settings_doc(after))}")
 
 
 COMMANDS = (export, import_, migrate)
