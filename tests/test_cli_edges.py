@@ -249,3 +249,17 @@ def test_migrate_refuses_another_users_file_unless_named(cli: Cli, tmp_path: Pat
     cli.ok("--user", "paused_user", "migrate", str(paused))
     r = cli.ok("--user", "paused_user", "migrate", str(paused))
     assert r.out.startswith("Nothing new to import") and "Settings:" not in r.out
+
+
+# -- derivation use: a default is not a choice ------------------------------------------------
+def test_use_of_the_version_in_force_only_by_default_records_the_choice(cli: Cli) -> None:
+    r = cli.ok("--derivation-version", "3", "derivation", "use", "3")
+    assert r.out.startswith("Derivation version 3 is now alice's own choice")
+    info = cli.json("derivation")  # a plain run: the store's default is the library's again
+    assert (info["in_force"], info["chosen"], info["history"]) == ("3", True, [])
+    again = cli.json("--derivation-version", "3", "derivation", "use", "3")
+    assert again["changed"] is False  # now it is the choice: nothing changed
+    assert cli.json("derivation", "use", "2")["changed"] is True
+    assert [(c["previous"], c["version"]) for c in cli.json("derivation")["history"]] == [
+        ("3", "2")
+    ]

@@ -136,24 +136,27 @@ class MemoryService:
         return SettingsUpdate(changed=after != before, settings=after)
 
     def set_derivation_version(self, user_id: str, version: str) -> SettingsUpdate:
-        """Switch the derivation version ``user_id``'s memory uses (reversibly: the log is
-        untouched and each version's cache stays under its own key); recorded with its time
-        (docs/time-travel.md)."""
+        """Make ``version`` the derivation version ``user_id``'s memory uses (reversibly: the
+        log is untouched and each version's cache stays under its own key); a switch of the
+        version in force is recorded with its time (docs/time-travel.md). Unchanged only
+        when it already is the user's choice: a store's default is not one."""
         check_version(version)
+        chosen = self.store.get_settings(user_id).derivation_version
         before = self.store._version_of(user_id)
-        if version != before:
-            change = VersionChange(
-                at=format_ts(self.store.now_ms()), version=version, previous=before
-            )
+        if version != chosen:
+            at = format_ts(self.store.now_ms())
+            switch = [VersionChange(at=at, version=version, previous=before)]
             self.store._update_settings(
                 user_id,
                 lambda s: msgspec.structs.replace(
                     s,
                     derivation_version=version,
-                    derivation_history=[*s.derivation_history, change],
+                    derivation_history=[
+                        *s.derivation_history, *(switch if version != before else [])
+                    ],
                 ),
             )
-        return SettingsUpdate(changed=version != before, settings=self.settings(user_id))
+        return SettingsUpdate(changed=version != chosen, settings=self.settings(user_id))
 
     def derivation(self, user_id: str) -> DerivationInfo:
         """Which derivation version ``user_id``'s memory uses, and the choices."""
