@@ -263,3 +263,28 @@ def test_use_of_the_version_in_force_only_by_default_records_the_choice(cli: Cli
     assert [(c["previous"], c["version"]) for c in cli.json("derivation")["history"]] == [
         ("3", "2")
     ]
+
+
+# -- whoami and --database ---------------------------------------------------------------------
+def test_whoami_reports_the_database_with_its_password_hidden(cli: Cli) -> None:
+    url = "postgresql://bob:s3cret@db.example:5432/mem?sslmode=require&password=zz"
+    r = cli.ok("--database", url, "whoami")
+    assert r.out.splitlines()[1] == (
+        "database  postgresql://bob:***@db.example:5432/mem?sslmode=require&password=***"
+        "  (--database)"
+    )
+    assert "s3cret" not in r.out and "zz" not in r.out and "data dir" not in r.out
+    doc = cli.json("whoami", env={"CREATIVE_MEMORY_DATABASE_URL": "postgres://db.example/m"})
+    assert doc["storage"] == "postgresql" and "data_dir" not in doc
+    assert doc["database"] == "postgres://db.example/m"
+    assert doc["database_source"] == "CREATIVE_MEMORY_DATABASE_URL"
+    assert cli.json("whoami")["storage"] == "files"
+
+
+def test_a_database_url_that_is_not_postgresql_is_a_usage_error(cli: Cli) -> None:
+    one_line_error(cli("--database", "mysql://x", "inspect"), 2,
+                   "Invalid value for '--database'", "postgresql://")  # fmt: skip
+    one_line_error(cli("inspect", "--database", "mysql://u:pw@x"), 2, "'--database'")
+    r = cli("inspect", env={"CREATIVE_MEMORY_DATABASE_URL": "mysql://u:pw@x"})
+    one_line_error(r, 2, "CREATIVE_MEMORY_DATABASE_URL", "postgresql://")
+    assert "pw" not in r.err

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -145,6 +146,14 @@ def resolve_root(
 
 
 DATABASE_ENV = "CREATIVE_MEMORY_DATABASE_URL"
+DATABASE_SCHEMES: Final = ("postgresql://", "postgres://")
+
+
+def database_url_problem(value: str) -> str | None:
+    """Why ``value`` is not a database URL the store takes (``None``: it is one)."""
+    if value.startswith(DATABASE_SCHEMES):
+        return None
+    return f"must be a postgresql:// URL, got {value.split('@')[-1]!r}"
 
 
 def resolve_database(flag: str | None, env: Mapping[str, str] | None = None) -> str | None:
@@ -154,10 +163,20 @@ def resolve_database(flag: str | None, env: Mapping[str, str] | None = None) -> 
     value = flag if flag else env.get(DATABASE_ENV, "")
     if not value:
         return None
-    if not value.startswith(("postgresql://", "postgres://")):
-        source = "--database" if flag else DATABASE_ENV
-        raise PathConfigError(f"{source} must be a postgresql:// URL, got {value.split('@')[-1]!r}")
+    problem = database_url_problem(value)
+    if problem is not None:
+        raise PathConfigError(f"{'--database' if flag else DATABASE_ENV} {problem}")
     return value
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (for showing where memory lives)."""
+    url = re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", url)
+    scheme, sep, rest = url.partition("://")
+    userinfo, at, hostpart = rest.rpartition("@")
+    if not sep or not at or ":" not in userinfo:
+        return url
+    return f"{scheme}{sep}{userinfo.split(':', 1)[0]}:***@{hostpart}"
 
 
 def check_root(path: Path) -> None:
@@ -210,8 +229,10 @@ __all__ = [
     "ResolvedRoot",
     "ResolvedUser",
     "check_root",
+    "database_url_problem",
     "login_name",
     "platform_data_dir",
+    "redact_url",
     "resolve_database",
     "resolve_root",
     "resolve_user",

@@ -22,26 +22,35 @@ Examples:
 """
 )
 def whoami(state: State) -> None:
-    """Show the user the CLI acts for and the storage root, with where each came from."""
-    user = state.resolved_user
-    root = state.root
+    """Show the user the CLI acts for and where their memory lives (the storage root, or
+    the database with its password hidden), with where each came from."""
+    from creative_memory.app.paths import redact_url
     from creative_memory.engine.constants import DERIVATION_VERSION
 
+    user = state.resolved_user
+    database = state.database
     version = state.derivation_version or DERIVATION_VERSION
-    if state.json:
-        emit_json(
-            {
-                "user_id": user.user_id,
-                "user_source": user.source,
-                "data_dir": str(root.path),
-                "data_dir_source": root.source,
-                "data_dir_exists": root.path.is_dir(),
-                "derivation_version": version,
-            }
+    doc: dict[str, object] = {"user_id": user.user_id, "user_source": user.source}
+    if database is not None:
+        shown = redact_url(database[0])
+        doc.update(storage="postgresql", database=shown, database_source=database[1])
+    else:
+        root = state.root
+        doc.update(
+            storage="files",
+            data_dir=str(root.path),
+            data_dir_source=root.source,
+            data_dir_exists=root.path.is_dir(),
         )
+    doc["derivation_version"] = version
+    if state.json:
+        emit_json(doc)
         return
     click.echo(f"user      {safe(user.user_id)}  ({safe(user.source)})")
-    click.echo(f"data dir  {safe(root.path)}  ({safe(root.source)})")
+    if database is not None:
+        click.echo(f"database  {safe(doc['database'])}  ({safe(database[1])})")
+    else:
+        click.echo(f"data dir  {safe(doc['data_dir'])}  ({safe(doc['data_dir_source'])})")
 
 
 @command(
