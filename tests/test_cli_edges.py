@@ -288,3 +288,19 @@ def test_a_database_url_that_is_not_postgresql_is_a_usage_error(cli: Cli) -> Non
     r = cli("inspect", env={"CREATIVE_MEMORY_DATABASE_URL": "mysql://u:pw@x"})
     one_line_error(r, 2, "CREATIVE_MEMORY_DATABASE_URL", "postgresql://")
     assert "pw" not in r.err
+
+
+# -- groups ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("args", [[], ["config"]])
+def test_a_group_without_a_command_shows_its_help(cli: Cli, args: list[str]) -> None:
+    r = cli(*args)
+    assert r.code == 2 and r.out == ""
+    assert r.err.startswith("Usage: creative-memory") and "Error:" not in r.err
+    assert "\nCommands:\n" in r.err and len(r.err.splitlines()) > 10
+
+
+def test_global_options_work_after_the_config_group_too(cli: Cli) -> None:
+    doc = cli.json("config", "--user", "bob", "diagnostics-feed", "on")
+    assert doc["user_id"] == "bob" and doc["settings"]["diagnostics_feed"] is True
+    r = cli.ok("config", "--json", "diagnostics-feed", "--user", "bob")
+    assert json.loads(r.out)["settings"]["diagnostics_feed"] is True

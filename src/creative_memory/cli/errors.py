@@ -58,9 +58,10 @@ class OneLineUsageError(click.UsageError):
         click.echo(f"Error: {self.format_message()}{hint}", err=True)
 
 
-def usage_error(exc: click.UsageError) -> OneLineUsageError:
-    """Click's usage error as a one-line one (exit 2)."""
-    if isinstance(exc, OneLineUsageError):
+def usage_error(exc: click.UsageError) -> click.UsageError:
+    """Click's usage error as a one-line one (exit 2); a group called without a command
+    keeps click's answer, its whole help (on stderr, exit 2)."""
+    if isinstance(exc, (OneLineUsageError, click.exceptions.NoArgsIsHelpError)):
         return exc
     return OneLineUsageError(one_line_text(exc.format_message()), exc.ctx)
 

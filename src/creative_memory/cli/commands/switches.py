@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import click
 
-from creative_memory.cli.context import DATE_HELP, State, command, parse_date, validate_project
+from creative_memory.cli.context import (
+    DATE_HELP,
+    State,
+    command,
+    global_options,
+    parse_date,
+    validate_project,
+)
 from creative_memory.cli.errors import Group
 from creative_memory.cli.render import emit_json, local_time, report_settings, safe
 
@@ -180,8 +187,11 @@ Examples:
   creative-memory config diagnostics-feed        # show the current value
 """,
 )
-def config() -> None:
+@global_options
+@click.pass_context
+def config(ctx: click.Context) -> None:
     """Per-user settings."""
+    ctx.ensure_object(State)
 
 
 @command(
