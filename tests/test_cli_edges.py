@@ -304,3 +304,17 @@ def test_global_options_work_after_the_config_group_too(cli: Cli) -> None:
     assert doc["user_id"] == "bob" and doc["settings"]["diagnostics_feed"] is True
     r = cli.ok("config", "--json", "diagnostics-feed", "--user", "bob")
     assert json.loads(r.out)["settings"]["diagnostics_feed"] is True
+
+
+# -- the past: timeline says which point, a point past the end is the last event -------------
+def test_timeline_at_a_point_says_which_point_like_explain(cli: Cli) -> None:
+    cli.teach(TEACH)
+    r = cli.ok("timeline", "color", "neon_palette", "--at-seq", "5")
+    first = r.out.splitlines()[0]
+    assert first.startswith("Right after event 5, recorded ") and "· 5 events of today's log" in first
+    assert first == cli.ok("explain", "color", "neon_palette", "--at-seq", "5").out.splitlines()[0]
+    doc = cli.json("timeline", "color", "neon_palette", "--at-seq", "5")
+    assert doc["as_of"]["at_seq"] == 5 and doc["as_of"]["events"] == 5
+    assert [e["seq"] for e in doc["events"]] == [4, 5]
+    assert "as_of" not in cli.json("timeline", "color", "neon_palette")
+    assert not cli.ok("timeline", "color", "neon_palette").out.startswith("Right after")

@@ -314,6 +314,7 @@ class MemoryService:
         result = timeline(events, preference_type, pattern, project_id)
         if not result.events:
             raise nothing(self.store, "to show", user_id, preference_type, pattern, project_id)
+        result.as_of = None if point is None else msgspec.to_builtins(history_as_of(point))
         return result
 
     # erasure ------------------------------------------------------------------------------
