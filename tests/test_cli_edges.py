@@ -311,10 +311,21 @@ def test_timeline_at_a_point_says_which_point_like_explain(cli: Cli) -> None:
     cli.teach(TEACH)
     r = cli.ok("timeline", "color", "neon_palette", "--at-seq", "5")
     first = r.out.splitlines()[0]
-    assert first.startswith("Right after event 5, recorded ") and "· 5 events of today's log" in first
+    assert first.startswith("Right after event 5, recorded ")
+    assert first.endswith("· 5 events of today's log")
     assert first == cli.ok("explain", "color", "neon_palette", "--at-seq", "5").out.splitlines()[0]
     doc = cli.json("timeline", "color", "neon_palette", "--at-seq", "5")
     assert doc["as_of"]["at_seq"] == 5 and doc["as_of"]["events"] == 5
     assert [e["seq"] for e in doc["events"]] == [4, 5]
     assert "as_of" not in cli.json("timeline", "color", "neon_palette")
     assert not cli.ok("timeline", "color", "neon_palette").out.startswith("Right after")
+
+
+def test_a_point_past_the_end_is_named_as_the_last_event(cli: Cli) -> None:
+    cli.teach(TEACH)  # 7 events
+    r = cli.ok("inspect", "--at-seq", "50")
+    assert r.out.startswith("Right after event 7, recorded ")
+    for args in (["inspect"], ["explain", "color", "neon_palette"],
+                 ["timeline", "color", "neon_palette"]):  # fmt: skip
+        doc = cli.json(*args, "--at-seq", "50")
+        assert (doc["as_of"]["at_seq"], doc["as_of"]["events"]) == (7, 7), args
