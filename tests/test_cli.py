@@ -704,6 +704,7 @@ def test_forget(cli: Cli) -> None:
         "project_id": "ghost",
         "events_removed": 0,
         "suggestions": [],
+        "elsewhere": [],
     }
 
 

@@ -329,3 +329,31 @@ def test_a_point_past_the_end_is_named_as_the_last_event(cli: Cli) -> None:
                  ["timeline", "color", "neon_palette"]):  # fmt: skip
         doc = cli.json(*args, "--at-seq", "50")
         assert (doc["as_of"]["at_seq"], doc["as_of"]["events"]) == (7, 7), args
+
+
+# -- suggestions look in the other scopes, and in time -------------------------------------------
+def test_a_pattern_in_another_scope_is_pointed_to_not_a_close_name(cli: Cli) -> None:
+    cli.teach(TEACH)  # serif_headings only in project landing; airy_spacing only global
+    r = cli.ok("forget", "typography", "serif_headings")
+    assert r.out == (
+        "Nothing to forget: alice has no events about typography/serif_headings in global "
+        "memory. It is in project landing (--project landing).\n"
+    )
+    doc = cli.json("forget", "layout_density", "airy_spacing", "--project", "landing")
+    assert doc["elsewhere"] == ["global"] and doc["suggestions"] == []
+    r = cli.ok("forget", "layout_density", "airy_spacing", "--project", "landing")
+    assert r.out.endswith("It is in global memory (without --project).\n")
+    one_line_error(cli("explain", "typography", "serif_headings"), 1,
+                   "no memory of typography/serif_headings in global memory; "
+                   "it is in project landing")  # fmt: skip
+    one_line_error(cli("timeline", "typography", "serif_headings"), 1, "it is in project landing")
+    assert cli.json("inspect")["event_count"] == 7  # nothing was erased
+
+
+def test_nothing_at_a_point_in_the_past_says_so(cli: Cli) -> None:
+    cli.teach(TEACH)  # neon_palette from event 4 on
+    r = cli("explain", "color", "neon_palette", "--at-seq", "2")
+    one_line_error(r, 1, "alice had no memory of color/neon_palette in global memory at that "
+                   "point (right after event 2); it was learned later")  # fmt: skip
+    r = cli("timeline", "color", "neon_palette", "--at-seq", "0")
+    one_line_error(r, 1, "at that point (before the first event)")

@@ -30,7 +30,7 @@ from msgspec import UNSET
 
 from creative_memory.app.history import History, inspect_at, preview, retrieval_at
 from creative_memory.app.history import as_of as history_as_of
-from creative_memory.app.lookup import close_names, nothing
+from creative_memory.app.lookup import hints, nothing
 from creative_memory.app.migration import MigrateResult, migrate_prototype
 from creative_memory.app.paths import read_file
 from creative_memory.app.results import (
@@ -284,16 +284,12 @@ class MemoryService:
             result = self.store.explain(user_id, preference_type, pattern, project_id=project_id)
         else:
             validate_feature(user_id, preference_type, pattern, project_id)
-            result = explain(
-                self.history.events_until(user_id, point),
-                point.version,
-                preference_type,
-                pattern,
-                project_id,
-            )
+            events = self.history.events_until(user_id, point)
+            result = explain(events, point.version, preference_type, pattern, project_id)
             result.as_of = msgspec.to_builtins(history_as_of(point))
         if not result.steps and not result.records:
-            raise nothing(self.store, "to explain", user_id, preference_type, pattern, project_id)
+            feature = (preference_type, pattern, project_id)
+            raise nothing(self.store, "to explain", user_id, feature, point)
         return result
 
     def timeline(
@@ -313,7 +309,8 @@ class MemoryService:
         events = self.history.events_until(user_id, point)
         result = timeline(events, preference_type, pattern, project_id)
         if not result.events:
-            raise nothing(self.store, "to show", user_id, preference_type, pattern, project_id)
+            feature = (preference_type, pattern, project_id)
+            raise nothing(self.store, "to show", user_id, feature, point)
         result.as_of = None if point is None else msgspec.to_builtins(history_as_of(point))
         return result
 
@@ -327,7 +324,8 @@ class MemoryService:
     ) -> ForgetResult:
         """Erase every raw event about one pattern; 0 removed when there was nothing."""
         removed = self.store.forget(user_id, preference_type, pattern, project_id=project_id)
-        close = [] if removed else close_names(self.store, user_id, preference_type, pattern)
+        feature = (preference_type, pattern, project_id)
+        close, other = ([], []) if removed else hints(self.store, user_id, *feature)
         return ForgetResult(
             user_id=user_id,
             preference_type=preference_type,
@@ -335,6 +333,7 @@ class MemoryService:
             project_id=project_id,
             events_removed=removed,
             suggestions=close,
+            elsewhere=other,
         )
 
     def reset(self, user_id: str, scope: str = "all", *, confirm: bool) -> ResetResult:

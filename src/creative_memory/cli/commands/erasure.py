@@ -36,12 +36,13 @@ def forget(state: State, preference_type: str, pattern: str, project: str | None
                 "project_id": result.project_id,
                 "events_removed": result.events_removed,
                 "suggestions": result.suggestions,
+                "elsewhere": result.elsewhere,
             }
         )
         return
     what = f"{safe(preference_type)}/{safe(pattern)} in {where(project)}"
     if result.events_removed == 0:
-        hint = did_you_mean(result.suggestions)
+        hint = found_elsewhere(result.elsewhere) or did_you_mean(result.suggestions)
         click.echo(f"Nothing to forget: {result.user_id} has no events about {what}.{hint}")
         return
     click.echo(f"Forgot {what}: {plural(result.events_removed, 'event')} erased.")
@@ -83,6 +84,19 @@ def reset(state: State, confirm: bool, scope: str) -> None:
         f"Reset {result.user_id}'s memory (scope {safe(scope)}): "
         f"{plural(result.events_removed, 'event')} erased, {result.events_remaining} left{extra}."
     )
+
+
+def found_elsewhere(scopes: list[str]) -> str:
+    """`` It is in project landing (--project landing).`` for the other scopes that hold
+    the pattern (``""`` when none does)."""
+    if not scopes:
+        return ""
+    places = [
+        "global memory (without --project)" if s == "global"
+        else f"{where(s.removeprefix('project:'))} (--project {safe(s.removeprefix('project:'))})"
+        for s in scopes
+    ]  # fmt: skip
+    return f" It is in {' and '.join(places)}."
 
 
 def did_you_mean(suggestions: list[str]) -> str:
