@@ -357,3 +357,17 @@ def test_nothing_at_a_point_in_the_past_says_so(cli: Cli) -> None:
                    "point (right after event 2); it was learned later")  # fmt: skip
     r = cli("timeline", "color", "neon_palette", "--at-seq", "0")
     one_line_error(r, 1, "at that point (before the first event)")
+
+
+# -- error lines are escaped like every other line -------------------------------------------
+@pytest.mark.parametrize("text", ["a\x1b[31mRED", "x\u202ey", "q\x07\u2066z"])
+def test_error_lines_escape_what_the_person_typed(cli: Cli, text: str) -> None:
+    cli.teach(TEACH[:1])
+    shown = text.encode("unicode_escape").decode("ascii")
+    for args, code in ((["explain", "color", text], 1), (["timeline", text, "x"], 1),
+                       (["pause", "--until", text], 2), (["inspect", "--project", text], 2),
+                       (["--user", text, "whoami"], 2)):  # fmt: skip
+        r = cli(*args)
+        one_line_error(r, code)
+        assert not any(c in r.err for c in "\x1b\u202e\x07\u2066"), (args, r.err)
+        assert shown in r.err or shown.replace("\\\\", "\\") in r.err, (args, r.err)

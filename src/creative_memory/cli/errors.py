@@ -37,6 +37,16 @@ def one_line_text(text: str) -> str:
     return " ".join(text.split())
 
 
+def error_line(message: str) -> str:
+    """An error message as it is printed: one line, and every control, format or bidi
+    character left in it (an argument's ESC, a ``\u202e``) escaped by ``render.safe``, so
+    what a person typed or a host stored cannot drive the terminal (docs/cli.md,
+    "Conventions")."""
+    from creative_memory.cli.render import safe
+
+    return safe(one_line_text(message))
+
+
 def one_line(exc: BaseException) -> str:
     """An exception's message on one line (its type name when it has none)."""
     return one_line_text(str(exc)) or type(exc).__name__
@@ -55,7 +65,15 @@ class OneLineUsageError(click.UsageError):
     def show(self, file: Any = None) -> None:
         """Print ``Error: <message> (see '<command> --help')`` on stderr."""
         hint = f" (see '{self.ctx.command_path} --help')" if self.ctx is not None else ""
-        click.echo(f"Error: {self.format_message()}{hint}", err=True)
+        click.echo(f"Error: {error_line(self.format_message())}{hint}", err=True)
+
+
+class OneLineError(click.ClickException):
+    """A failure shown on one line, escaped (exit 1)."""
+
+    def show(self, file: Any = None) -> None:
+        """Print ``Error: <message>`` on stderr."""
+        click.echo(f"Error: {error_line(self.format_message())}", err=True)
 
 
 def usage_error(exc: click.UsageError) -> click.UsageError:
@@ -89,9 +107,11 @@ def _param_for(ctx: click.Context, field: str) -> str | None:
 
 def failure(exc: BaseException) -> click.ClickException:
     """Any other failure as one line, exit 1."""
+    if isinstance(exc, click.ClickException):
+        return OneLineError(exc.format_message())
     if isinstance(exc, OSError):
-        return click.ClickException(_os_error(exc))
-    return click.ClickException(one_line(exc))
+        return OneLineError(_os_error(exc))
+    return OneLineError(one_line(exc))
 
 
 class Group(click.Group):
@@ -117,8 +137,10 @@ class Group(click.Group):
             return super().invoke(ctx)
         except click.UsageError as exc:
             raise usage_error(exc) from exc
-        except (click.ClickException, click.exceptions.Exit, click.Abort):
+        except (OneLineError, click.exceptions.Exit, click.Abort):
             raise
+        except click.ClickException as exc:
+            raise failure(exc) from exc
         except ValidationError as exc:
             raise validation_error(exc, None) from exc
         except Exception as exc:  # NotFound, Conflict, StorageError, OSError, anything else
