@@ -371,3 +371,15 @@ def test_error_lines_escape_what_the_person_typed(cli: Cli, text: str) -> None:
         one_line_error(r, code)
         assert not any(c in r.err for c in "\x1b\u202e\x07\u2066"), (args, r.err)
         assert shown in r.err or shown.replace("\\\\", "\\") in r.err, (args, r.err)
+
+
+def test_pause_while_memory_is_off_does_not_promise_injection(cli: Cli) -> None:
+    cli.ok("disable")
+    r = cli.ok("pause")
+    assert r.out.splitlines()[0] == (
+        "Learning paused for alice until you run `creative-memory resume`; memory is off, so "
+        "nothing is injected either (`creative-memory enable`)."
+    )
+    cli.ok("resume")
+    cli.ok("enable")
+    assert "; injection continues." in cli.ok("pause").out

@@ -112,8 +112,13 @@ def pause(state: State, until: str | None) -> None:
     """Pause learning (events are dropped, not stored); injection continues."""
     update = state.service.pause(state.user, until)
     span = f"until {local_time(until)}" if until else "until you run `creative-memory resume`"
+    injection = (
+        "injection continues."
+        if update.settings.memory_enabled
+        else "memory is off, so nothing is injected either (`creative-memory enable`)."
+    )
     message = (
-        f"Learning paused for {state.user} {span}; injection continues."
+        f"Learning paused for {state.user} {span}; {injection}"
         if update.changed
         else f"Learning is already paused for {state.user} {span}; {NO_CHANGE}"
     )
