@@ -383,3 +383,27 @@ def test_pause_while_memory_is_off_does_not_promise_injection(cli: Cli) -> None:
     cli.ok("resume")
     cli.ok("enable")
     assert "; injection continues." in cli.ok("pause").out
+
+
+# -- a reader that goes away ---------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "args", [["inspect"], ["--json", "inspect"], ["export", "-"], ["--help"]]
+)
+def test_a_closed_stdout_pipe_exits_141_quietly(cli: Cli, args: list[str]) -> None:
+    """``creative-memory inspect | head -1``: the reader is gone before the output is
+    written; the command exits 141 (128 + SIGPIPE) with nothing on stderr."""
+    import subprocess
+    import sys
+
+    cli.teach(TEACH)
+    r_fd, w_fd = os.pipe()
+    os.close(r_fd)  # the reader went away before anything was written
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "creative_memory.cli", *args],
+            stdout=w_fd, stderr=subprocess.PIPE, env=cli.env, cwd=cli.cwd, timeout=120,
+            check=False,
+        )  # fmt: skip
+    finally:
+        os.close(w_fd)
+    assert (proc.returncode, proc.stderr) == (141, b""), (args, proc.stderr.decode())

@@ -8,12 +8,15 @@ code   meaning
        dir, rejected ingest events, anything else — one line, no traceback
 2      usage error: click's (unknown option, missing argument, a value that does not parse)
        and every ``ValidationError`` the service raises (it names the field)
+141    stdout's reader went away (``| head -1``): quiet, as a tool SIGPIPE ended
 =====  =======================================================================================
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
+import os
 import sys
 from typing import Any, Final
 
@@ -24,11 +27,14 @@ from creative_memory.engine.errors import ValidationError
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
+#: stdout's reader went away: 128 + SIGPIPE, what a shell reports for a tool SIGPIPE ended.
+EXIT_PIPE: Final = 141
 
 #: The exit codes as the ``--help`` epilog states them.
 EXIT_CODES_HELP: Final = (
     "Exit codes: 0 ok; 1 the operation failed (not found, conflict, storage, anything else); "
-    "2 usage error (bad options or arguments, invalid values)."
+    "2 usage error (bad options or arguments, invalid values); 141 stdout's reader went away "
+    "(| head)."
 )
 
 
@@ -130,11 +136,17 @@ class Group(click.Group):
             return super().make_context(info_name, args, parent, **extra)
         except click.UsageError as exc:
             raise usage_error(exc) from exc
+        except BrokenPipeError as exc:  # `--help | head -1`
+            raise pipe_closed(exc) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command, mapping what it raises to exit codes."""
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
+            sys.stdout.flush()  # a reader that went away shows here, while it can be handled
+            return result
+        except BrokenPipeError as exc:
+            raise pipe_closed(exc) from None
         except click.UsageError as exc:
             raise usage_error(exc) from exc
         except (OneLineError, click.exceptions.Exit, click.Abort):
@@ -147,5 +159,30 @@ class Group(click.Group):
             raise failure(exc) from exc
         finally:
             # stdout (block-buffered in a pipe) first, so a report precedes its error line
-            with contextlib.suppress(Exception):
+            try:
                 sys.stdout.flush()
+            except BrokenPipeError:
+                _silence_stdout()
+            except Exception:  # an error is on its way; this flush is a courtesy
+                pass
+
+
+def pipe_closed(exc: BrokenPipeError) -> click.ClickException | click.exceptions.Exit:
+    """The reader of stdout went away (``creative-memory inspect | head -1``): exit quietly
+    with status 141, as a Unix tool killed by SIGPIPE does (docs/cli.md, "Exit codes and
+    errors"). A broken pipe of a file the command was given (an export into a FIFO whose
+    reader died) is an ordinary failure naming it."""
+    if exc.filename is not None:
+        return failure(exc)
+    _silence_stdout()
+    return click.exceptions.Exit(EXIT_PIPE)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at the null device, so what is still buffered cannot fail again when
+    Python flushes it on exit."""
+    with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        fd = sys.stdout.fileno()
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
