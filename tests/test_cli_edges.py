@@ -407,3 +407,15 @@ def test_a_closed_stdout_pipe_exits_141_quietly(cli: Cli, args: list[str]) -> No
     finally:
         os.close(w_fd)
     assert (proc.returncode, proc.stderr) == (141, b""), (args, proc.stderr.decode())
+
+
+# -- wording -------------------------------------------------------------------------------------
+def test_reset_without_confirm_names_the_flag_not_the_http_field(cli: Cli) -> None:
+    r = cli("reset")
+    one_line_error(r, 2, "a reset erases memory for real: confirm it with --confirm")
+    assert "confirm=true" not in r.err
+
+
+def test_ingest_names_its_argument_alike_for_every_bad_path(cli: Cli, tmp_path: Path) -> None:
+    one_line_error(cli("ingest", str(tmp_path / "nope")), 2, "Invalid value for '[FILE|-]'")
+    one_line_error(cli("ingest", str(tmp_path)), 2, "Invalid value for '[FILE|-]'", "directory")

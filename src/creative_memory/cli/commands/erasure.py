@@ -6,6 +6,7 @@ import click
 
 from creative_memory.cli.context import State, command, validate_project
 from creative_memory.cli.render import emit_json, plural, safe, where
+from creative_memory.engine.errors import ValidationError
 
 
 @command(
@@ -68,7 +69,13 @@ event of that scope, the records derived from them go with them.
 )
 def reset(state: State, confirm: bool, scope: str) -> None:
     """Erase memory for real (the raw events, not just the records)."""
-    result = state.service.reset(state.user, scope, confirm=confirm)
+    try:
+        result = state.service.reset(state.user, scope, confirm=confirm)
+    except ValidationError as exc:
+        if exc.field != "confirm":
+            raise
+        # the service's words name both surfaces' spellings; here it is the flag
+        raise click.UsageError("a reset erases memory for real: confirm it with --confirm") from exc
     if state.json:
         emit_json(
             {
