@@ -738,6 +738,7 @@ def test_forget(cli: Cli) -> None:
         "project_id": "ghost",
         "events_removed": 0,
         "suggestions": [],
+        "elsewhere": [],
     }
 
 
@@ -1118,16 +1119,20 @@ def test_decay(cli: Cli) -> None:
 def test_migrate(cli: Cli, tmp_path: Path) -> None:
     src = PROTO / "designer_fresh" / "preferences.json"
     n = len(json.loads(src.read_text())["global_preferences"])
-    r = cli.ok("migrate", str(src))
-    assert r.out.startswith("Imported ") and f"from {src} into alice" in r.out
-    assert "Nothing new to import" in cli.ok("migrate", str(src)).out  # idempotent
+    r = cli.ok("--user", "designer_fresh", "migrate", str(src))
+    assert r.out.startswith("Imported ") and f"from {src} into designer_fresh" in r.out
+    again = cli.ok("--user", "designer_fresh", "migrate", str(src)).out
+    assert "Nothing new to import" in again  # idempotent
     # a prototype user directory, and a prototype root with <user>/preferences.json
     proto_root = tmp_path / "proto"
-    shutil.copytree(PROTO / "designer_fresh", proto_root / "bob")
-    doc = cli.json("--user", "bob", "migrate", str(proto_root))
-    assert doc["records_imported"] >= n
+    shutil.copytree(PROTO / "designer_fresh", proto_root / "designer_fresh")
+    doc = cli.json("--user", "bob", "migrate", "--from-user", "designer_fresh", str(proto_root))
+    assert doc["records_imported"] >= n and doc["file_user_id"] == "designer_fresh"
     bob = doc["records_imported"]
-    doc = cli.json("--user", "carol", "migrate", str(proto_root / "bob"))
+    doc = cli.json(
+        "--user", "carol", "migrate", "--from-user", "designer_fresh",
+        str(proto_root / "designer_fresh"),
+    )  # fmt: skip
     assert doc["records_imported"] == bob
     one_line_error(cli("migrate", str(proto_root)), 2, "no preferences.json in")
     bad = tmp_path / "bad.json"

@@ -525,7 +525,9 @@ export interface components {
         /**
          * ForgetResult
          * @description What ``forget`` erased; ``events_removed`` is 0 when there was nothing to forget,
-         *     and then ``suggestions`` lists close ``type/pattern`` names from the user's records.
+         *     and then ``elsewhere`` lists the other scopes (``global``, ``project:P``) holding
+         *     exactly that pattern or, when none does, ``suggestions`` close ``type/pattern`` names
+         *     from the user's records.
          */
         ForgetResult: {
             user_id: string;
@@ -535,6 +537,8 @@ export interface components {
             events_removed: number;
             /** @default [] */
             suggestions?: string[];
+            /** @default [] */
+            elsewhere?: string[];
         };
         /**
          * Explanation
@@ -598,6 +602,8 @@ export interface components {
             pattern: string;
             project_id: string | null;
             events: components["schemas"]["TimelineEvent"][];
+            /** @default null */
+            as_of?: Record<string, unknown> | null;
         };
         /**
          * TimelineEvent

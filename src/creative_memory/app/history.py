@@ -112,7 +112,8 @@ class History:
             n = next(
                 (i for i, e in enumerate(log.events) if e.recorded_at > when), len(log.events)
             )
-            at_seq = log.events[n - 1].seq if n else 0
+        # the point is the last event kept (a number past the end is now: the last event)
+        at_seq = log.events[n - 1].seq if n else 0
         last = log.events[n - 1] if n else None
         recorded = last.recorded_at if last is not None else ""
         settings = self._store.get_settings(user_id)

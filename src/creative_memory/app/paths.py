@@ -15,6 +15,8 @@ and pass them in explicitly. Storage root, first match wins:
 
 There is never a cwd-relative fallback: environment values must be absolute paths
 (``~`` is expanded), and a relative ``XDG_DATA_HOME`` is ignored, as the XDG spec says.
+An environment variable set to the empty string counts as unset; an empty ``--data-dir``
+is refused.
 
 Default user: ``CREATIVE_MEMORY_USER``, else the login name made safe (every character
 outside ``[A-Za-z0-9_-]`` becomes ``_``).
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -37,6 +40,11 @@ APP_NAME: Final = "creative-memory"
 
 #: Sources of the storage root, in precedence order.
 ROOT_SOURCES: Final = ("--data-dir", "OD_DATA_DIR", "MEMORY_STORAGE_ROOT", "platform")
+
+#: Why an empty ``--data-dir`` is refused: ``--data-dir "$UNSET" reset --confirm`` must not
+#: erase the default store. (An empty environment variable is unset, as usual.)
+EMPTY_DATA_DIR: Final = "must not be empty (an empty value never means the default store)"
+
 
 class PathConfigError(ValueError):
     """The environment or a flag names an unusable storage root (one-line message)."""
@@ -114,7 +122,9 @@ def resolve_root(
     ``--data-dir``; checks nothing on disk."""
     env = os.environ if env is None else env
     home = home if home is not None else env.get("HOME") or env.get("USERPROFILE")
-    if flag is not None and str(flag) != "":
+    if flag is not None:
+        if os.fspath(flag) == "":
+            raise PathConfigError(f"--data-dir: {EMPTY_DATA_DIR}")
         value = _expand(os.fspath(flag), home)
         path = Path(value)
         if not _is_absolute(value, platform):
@@ -136,6 +146,14 @@ def resolve_root(
 
 
 DATABASE_ENV = "CREATIVE_MEMORY_DATABASE_URL"
+DATABASE_SCHEMES: Final = ("postgresql://", "postgres://")
+
+
+def database_url_problem(value: str) -> str | None:
+    """Why ``value`` is not a database URL the store takes (``None``: it is one)."""
+    if value.startswith(DATABASE_SCHEMES):
+        return None
+    return f"must be a postgresql:// URL, got {value.split('@')[-1]!r}"
 
 
 def resolve_database(flag: str | None, env: Mapping[str, str] | None = None) -> str | None:
@@ -145,10 +163,20 @@ def resolve_database(flag: str | None, env: Mapping[str, str] | None = None) -> 
     value = flag if flag else env.get(DATABASE_ENV, "")
     if not value:
         return None
-    if not value.startswith(("postgresql://", "postgres://")):
-        source = "--database" if flag else DATABASE_ENV
-        raise PathConfigError(f"{source} must be a postgresql:// URL, got {value.split('@')[-1]!r}")
+    problem = database_url_problem(value)
+    if problem is not None:
+        raise PathConfigError(f"{'--database' if flag else DATABASE_ENV} {problem}")
     return value
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (for showing where memory lives)."""
+    url = re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", url)
+    scheme, sep, rest = url.partition("://")
+    userinfo, at, hostpart = rest.rpartition("@")
+    if not sep or not at or ":" not in userinfo:
+        return url
+    return f"{scheme}{sep}{userinfo.split(':', 1)[0]}:***@{hostpart}"
 
 
 def check_root(path: Path) -> None:
@@ -195,13 +223,16 @@ def resolve_user(flag: str | None, env: Mapping[str, str] | None = None) -> Reso
 
 __all__ = [
     "APP_NAME",
+    "EMPTY_DATA_DIR",
     "ROOT_SOURCES",
     "PathConfigError",
     "ResolvedRoot",
     "ResolvedUser",
     "check_root",
+    "database_url_problem",
     "login_name",
     "platform_data_dir",
+    "redact_url",
     "resolve_database",
     "resolve_root",
     "resolve_user",

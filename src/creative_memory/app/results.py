@@ -66,7 +66,9 @@ class SettingsUpdate(msgspec.Struct, kw_only=True):
 
 class ForgetResult(msgspec.Struct, kw_only=True):
     """What ``forget`` erased; ``events_removed`` is 0 when there was nothing to forget,
-    and then ``suggestions`` lists close ``type/pattern`` names from the user's records."""
+    and then ``elsewhere`` lists the other scopes (``global``, ``project:P``) holding
+    exactly that pattern or, when none does, ``suggestions`` close ``type/pattern`` names
+    from the user's records."""
 
     user_id: str
     preference_type: str
@@ -74,6 +76,7 @@ class ForgetResult(msgspec.Struct, kw_only=True):
     project_id: str | None
     events_removed: int
     suggestions: list[str] = msgspec.field(default_factory=list)
+    elsewhere: list[str] = msgspec.field(default_factory=list)
 
 
 class ResetResult(msgspec.Struct, kw_only=True):

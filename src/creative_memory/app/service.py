@@ -29,8 +29,9 @@ import msgspec
 
 from creative_memory.app.history import History, inspect_at, preview, retrieval_at
 from creative_memory.app.history import as_of as history_as_of
-from creative_memory.app.lookup import close_names, nothing
-from creative_memory.app.paths import prototype_file, read_file
+from creative_memory.app.lookup import hints, nothing
+from creative_memory.app.migration import MigrateResult, migrate_prototype
+from creative_memory.app.paths import read_file
 from creative_memory.app.results import (
     DerivationInfo,
     ExportResult,
@@ -134,24 +135,27 @@ class MemoryService:
         return SettingsUpdate(changed=after != before, settings=after)
 
     def set_derivation_version(self, user_id: str, version: str) -> SettingsUpdate:
-        """Switch the derivation version ``user_id``'s memory uses (reversibly: the log is
-        untouched and each version's cache stays under its own key); recorded with its time
-        (docs/time-travel.md)."""
+        """Make ``version`` the derivation version ``user_id``'s memory uses (reversibly: the
+        log is untouched and each version's cache stays under its own key); a switch of the
+        version in force is recorded with its time (docs/time-travel.md). Unchanged only
+        when it already is the user's choice: a store's default is not one."""
         check_version(version)
+        chosen = self.store.get_settings(user_id).derivation_version
         before = self.store._version_of(user_id)
-        if version != before:
-            change = VersionChange(
-                at=format_ts(self.store.now_ms()), version=version, previous=before
-            )
+        if version != chosen:
+            at = format_ts(self.store.now_ms())
+            switch = [VersionChange(at=at, version=version, previous=before)]
             self.store._update_settings(
                 user_id,
                 lambda s: msgspec.structs.replace(
                     s,
                     derivation_version=version,
-                    derivation_history=[*s.derivation_history, change],
+                    derivation_history=[
+                        *s.derivation_history, *(switch if version != before else [])
+                    ],
                 ),
             )
-        return SettingsUpdate(changed=version != before, settings=self.settings(user_id))
+        return SettingsUpdate(changed=version != chosen, settings=self.settings(user_id))
 
     def derivation(self, user_id: str) -> DerivationInfo:
         """Which derivation version ``user_id``'s memory uses, and the choices."""
@@ -245,16 +249,12 @@ class MemoryService:
             result = self.store.explain(user_id, preference_type, pattern, project_id=project_id)
         else:
             validate_feature(user_id, preference_type, pattern, project_id)
-            result = explain(
-                self.history.events_until(user_id, point),
-                point.version,
-                preference_type,
-                pattern,
-                project_id,
-            )
+            events = self.history.events_until(user_id, point)
+            result = explain(events, point.version, preference_type, pattern, project_id)
             result.as_of = msgspec.to_builtins(history_as_of(point))
         if not result.steps and not result.records:
-            raise nothing(self.store, "to explain", user_id, preference_type, pattern, project_id)
+            feature = (preference_type, pattern, project_id)
+            raise nothing(self.store, "to explain", user_id, feature, point)
         return result
 
     def timeline(
@@ -274,7 +274,9 @@ class MemoryService:
         events = self.history.events_until(user_id, point)
         result = timeline(events, preference_type, pattern, project_id)
         if not result.events:
-            raise nothing(self.store, "to show", user_id, preference_type, pattern, project_id)
+            feature = (preference_type, pattern, project_id)
+            raise nothing(self.store, "to show", user_id, feature, point)
+        result.as_of = None if point is None else msgspec.to_builtins(history_as_of(point))
         return result
 
     # erasure ------------------------------------------------------------------------------
@@ -287,7 +289,8 @@ class MemoryService:
     ) -> ForgetResult:
         """Erase every raw event about one pattern; 0 removed when there was nothing."""
         removed = self.store.forget(user_id, preference_type, pattern, project_id=project_id)
-        close = [] if removed else close_names(self.store, user_id, preference_type, pattern)
+        feature = (preference_type, pattern, project_id)
+        close, other = ([], []) if removed else hints(self.store, user_id, *feature)
         return ForgetResult(
             user_id=user_id,
             preference_type=preference_type,
@@ -295,6 +298,7 @@ class MemoryService:
             project_id=project_id,
             events_removed=removed,
             suggestions=close,
+            elsewhere=other,
         )
 
     def reset(self, user_id: str, scope: str = "all", *, confirm: bool) -> ResetResult:
@@ -363,10 +367,13 @@ class MemoryService:
         """Import the archive in ``path``."""
         return self.import_archive(user_id, read_file("path", Path(path)), mode)
 
-    def migrate(self, user_id: str, path: str | os.PathLike[str]) -> int:
+    def migrate(
+        self, user_id: str, path: str | os.PathLike[str], *, from_user: str | None = None
+    ) -> MigrateResult:
         """Import a prototype-era ``preferences.json`` (the file, a prototype user directory
-        or a prototype root holding ``<user>/preferences.json``); returns records imported."""
-        return self.store.import_prototype(user_id, prototype_file(Path(path), user_id))
+        or a prototype root holding ``<user>/preferences.json``); another user's file only
+        when ``from_user`` names its owner (app/migration.py)."""
+        return migrate_prototype(self.store, self.settings, user_id, Path(path), from_user)
 
     # ingest -------------------------------------------------------------------------------
     def ingest(

@@ -16,9 +16,13 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import click
 
 from creative_memory.app.paths import (
+    DATABASE_ENV,
+    EMPTY_DATA_DIR,
+    PathConfigError,
     ResolvedRoot,
     ResolvedUser,
     check_root,
+    database_url_problem,
     resolve_database,
     resolve_root,
     resolve_user,
@@ -91,11 +95,25 @@ class State:
         if self._store is None:
             from creative_memory.app.store import MemoryStore
 
-            database = resolve_database(self.database_flag)
+            database = self.database
             self._store = MemoryStore(
-                database or self.root.path, derivation_version=self.derivation_version
+                database[0] if database else self.root.path,
+                derivation_version=self.derivation_version,
             )
         return self._store
+
+    @property
+    def database(self) -> tuple[str, str] | None:
+        """The PostgreSQL URL memory lives in and where it came from (``--database`` or
+        ``$CREATIVE_MEMORY_DATABASE_URL``); ``None``: files under the root. A bad URL is a
+        usage error naming its source."""
+        try:
+            url = resolve_database(self.database_flag)
+        except PathConfigError as exc:
+            raise click.UsageError(one_line(exc)) from exc
+        if url is None:
+            return None
+        return url, "--database" if self.database_flag else DATABASE_ENV
 
     @property
     def service(self) -> MemoryService:
@@ -220,6 +238,19 @@ def _flag(attr: str) -> Callable[[click.Context, click.Parameter, Any], None]:
     return callback
 
 
+def _set_data_dir(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value == "":  # `--data-dir "$UNSET"` must never mean the default store
+        raise click.BadParameter(EMPTY_DATA_DIR)
+    _set("data_dir")(ctx, param, value)
+
+
+def _set_database(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    problem = None if not value else database_url_problem(value)
+    if problem is not None:
+        raise click.BadParameter(problem)
+    _set("database_flag")(ctx, param, value)
+
+
 def _set_user(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
     _set("user_flag")(ctx, param, validate_user_flag(ctx, param, value))
 
@@ -236,14 +267,14 @@ GLOBAL_OPTIONS: tuple[click.Option, ...] = (
         ["--data-dir", "g_data_dir"],
         metavar="DIR",
         expose_value=False,
-        callback=_set("data_dir"),
+        callback=_set_data_dir,
         help="Storage root (overrides OD_DATA_DIR and MEMORY_STORAGE_ROOT).",
     ),
     click.Option(
         ["--database", "g_database"],
         metavar="URL",
         expose_value=False,
-        callback=_set("database_flag"),
+        callback=_set_database,
         help="Store memory in PostgreSQL at this postgresql:// URL instead of files "
         "(default: $CREATIVE_MEMORY_DATABASE_URL if set).",
     ),

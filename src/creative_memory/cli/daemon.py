@@ -21,7 +21,7 @@ from typing import Any
 
 import click
 
-from creative_memory.app.paths import resolve_database, resolve_root, resolve_user
+from creative_memory.app.paths import resolve_root, resolve_user
 from creative_memory.cli.context import State, command, global_options
 from creative_memory.cli.errors import Group
 from creative_memory.cli.render import emit_json, safe
@@ -45,7 +45,7 @@ def _group_option(name: str) -> Any:
 def resolve_data_dir(flag: str | os.PathLike[str] | None) -> Path:
     """``--data-dir`` → ``$OD_DATA_DIR/memory`` → ``$MEMORY_STORAGE_ROOT`` → platform dir
     (:func:`creative_memory.app.paths.resolve_root`); the global ``--data-dir`` counts."""
-    if flag is None or str(flag) == "":
+    if flag is None:
         flag = _group_option("data_dir")
     return resolve_root(flag).path
 
@@ -172,7 +172,7 @@ def serve(
         user=user,
         alarm_ms=alarm_ms,
         derivation_version=state.derivation_version,
-        database=resolve_database(state.database_flag),
+        database=database[0] if (database := state.database) else None,
         allowed_hosts=allow_hosts,
         max_body_bytes=max_body_bytes,
         max_import_bytes=max_import_bytes,

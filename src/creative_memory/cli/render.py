@@ -86,20 +86,30 @@ def no_color() -> bool:
     return bool(os.environ.get("NO_COLOR"))
 
 
+class _Console(Console):
+    """A rich console that leaves a closed pipe to the CLI's one handler (cli/errors.py):
+    rich's own exits with status 1."""
+
+    def on_broken_pipe(self) -> None:
+        """Stop writing, and let ``BrokenPipeError`` reach the command group."""
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def console(*, stderr: bool = False) -> Console:
     """A rich console that never interprets markup or emoji codes (stored strings may hold
     ``[red]``); outside a terminal a fixed width ($COLUMNS, else 120) and no colour, so
     piped output is plain and stable; ``$NO_COLOR`` turns colour off on a terminal too."""
     probe = Console(stderr=stderr)
     if probe.is_terminal:
-        return Console(
+        return _Console(
             stderr=stderr, highlight=False, markup=False, emoji=False, no_color=no_color()
         )
     try:
         width = int(os.environ.get("COLUMNS", ""))
     except ValueError:
         width = 120
-    return Console(
+    return _Console(
         stderr=stderr,
         highlight=False,
         width=max(width, 40),

@@ -11,6 +11,7 @@ page draws one for every card on screen (docs/daemon.md, "The Settings → Memor
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import msgspec
 
@@ -43,6 +44,16 @@ class Timeline(msgspec.Struct, kw_only=True):
     pattern: str
     project_id: str | None
     events: list[TimelineEvent]
+    #: for a timeline up to a point in the past, that point (``at_seq``, ``recorded_at``,
+    #: ``derivation_version``, ``events``: set by the application service); ``None`` for now
+    as_of: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The timeline as JSON-ready data (``as_of`` only for a point in the past)."""
+        out: dict[str, Any] = msgspec.to_builtins(self)
+        if out["as_of"] is None:
+            del out["as_of"]
+        return out
 
 
 def _side(ev: ComparisonEvent, preference_type: str, pattern: str) -> str | None:

@@ -18,6 +18,7 @@ from starlette.types import ASGIApp
 
 from creative_memory.app.service import StorageError
 from creative_memory.app.store import MemoryStore
+from creative_memory.engine.errors import Conflict
 from creative_memory.http.app import create_app
 from creative_memory.http.auth import DaemonFiles
 from creative_memory.http.config import DEFAULT_HOST, DaemonConfig, url_host
@@ -66,26 +67,36 @@ def ensure_first_start(config: DaemonConfig) -> str | None:
 def run_daemon(config: DaemonConfig, *, ready: Callable[[str], None] | None = None) -> None:
     """Serve until SIGINT/SIGTERM; a graceful shutdown delivers pending captured events."""
     configure_logging(config.log_level)
+    files = DaemonFiles(config.root)
+    shared = config.database is not None  # replicas of one database may share a data dir
+    if not shared:
+        refuse_a_second_daemon(files)
     created = ensure_first_start(config)
     if created:
         log_event(logging.INFO, "token_created", path=created, user=config.user)
     sock = bind_socket(config.host, config.port)
     port = int(sock.getsockname()[1])
     config = replace(config, port=port)
-    app = create_app(config)
     url = f"http://{url_host(config.host)}:{port}/"
-    files = DaemonFiles(config.root)
-    files.write_server_info(
-        {
-            "pid": os.getpid(),
-            "host": config.host,
-            "port": port,
-            "url": url,
-            "multi_user": config.multi_user,
-            "user": None if config.multi_user else config.user,
-            "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        }
-    )
+    info = {
+        "pid": os.getpid(),
+        "host": config.host,
+        "port": port,
+        "url": url,
+        "multi_user": config.multi_user,
+        "user": None if config.multi_user else config.user,
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    try:
+        with files.locked():  # two starting at once: one of them is refused
+            if not shared:
+                refuse_a_second_daemon(files)
+            files.write_server_info(info)
+        app = create_app(config)
+    except BaseException:
+        sock.close()
+        files.remove_server_info(os.getpid())
+        raise
     log_event(logging.INFO, "listening", url=url)
     if ready is not None:
         ready(url)
@@ -95,6 +106,32 @@ def run_daemon(config: DaemonConfig, *, ready: Callable[[str], None] | None = No
     finally:
         sock.close()
         files.remove_server_info(os.getpid())
+
+
+def refuse_a_second_daemon(files: DaemonFiles) -> None:
+    """Raise ``Conflict`` when ``server.json`` names a daemon that is still serving this
+    data dir (its process alive and its port accepting); a stale one is left to be
+    replaced (docs/daemon.md, "Operations")."""
+    info = files.read_server_info()
+    if info is None or not _serving(info):
+        return
+    raise Conflict(
+        "data_dir",
+        f"a daemon is already serving {files.root}: {info.get('url')} (pid {info.get('pid')}); "
+        "stop it first, or give this one another --data-dir"
+    )
+
+
+def _serving(info: dict[str, Any]) -> bool:
+    pid, port = info.get("pid"), info.get("port")
+    if not isinstance(pid, int) or not isinstance(port, int) or not _alive(pid):
+        return False
+    host = url_host(str(info.get("host") or DEFAULT_HOST)).strip("[]")
+    try:  # a pid can be reused: the daemon is there only if its port still accepts
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
 
 
 def _uvicorn_server(app: ASGIApp) -> Any:

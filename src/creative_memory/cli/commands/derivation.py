@@ -85,12 +85,18 @@ def use(state: State, derivation_version: str) -> None:
         )
         return
     v = safe(derivation_version)
-    message = (
-        f"Derivation version {v} now in force for {state.user} (was v{safe(before)}); "
-        f"`creative-memory derivation use {safe(before)}` switches back."
-        if update.changed
-        else f"Derivation version {v} is already in force for {state.user}; {NO_CHANGE}"
-    )
+    if not update.changed:
+        message = f"Derivation version {v} is already in force for {state.user}; {NO_CHANGE}"
+    elif before == derivation_version:
+        message = (
+            f"Derivation version {v} is now {state.user}'s own choice (it was in force only "
+            "as the default)."
+        )
+    else:
+        message = (
+            f"Derivation version {v} now in force for {state.user} (was v{safe(before)}); "
+            f"`creative-memory derivation use {safe(before)}` switches back."
+        )
     report_settings(state, update.settings, message)
 
 

@@ -6,6 +6,7 @@ import click
 
 from creative_memory.cli.context import State, command, validate_project
 from creative_memory.cli.render import emit_json, plural, safe, where
+from creative_memory.engine.errors import ValidationError
 
 
 @command(
@@ -36,12 +37,13 @@ def forget(state: State, preference_type: str, pattern: str, project: str | None
                 "project_id": result.project_id,
                 "events_removed": result.events_removed,
                 "suggestions": result.suggestions,
+                "elsewhere": result.elsewhere,
             }
         )
         return
     what = f"{safe(preference_type)}/{safe(pattern)} in {where(project)}"
     if result.events_removed == 0:
-        hint = did_you_mean(result.suggestions)
+        hint = found_elsewhere(result.elsewhere) or did_you_mean(result.suggestions)
         click.echo(f"Nothing to forget: {result.user_id} has no events about {what}.{hint}")
         return
     click.echo(f"Forgot {what}: {plural(result.events_removed, 'event')} erased.")
@@ -67,7 +69,13 @@ event of that scope, the records derived from them go with them.
 )
 def reset(state: State, confirm: bool, scope: str) -> None:
     """Erase memory for real (the raw events, not just the records)."""
-    result = state.service.reset(state.user, scope, confirm=confirm)
+    try:
+        result = state.service.reset(state.user, scope, confirm=confirm)
+    except ValidationError as exc:
+        if exc.field != "confirm":
+            raise
+        # the service's words name both surfaces' spellings; here it is the flag
+        raise click.UsageError("a reset erases memory for real: confirm it with --confirm") from exc
     if state.json:
         emit_json(
             {
@@ -83,6 +91,19 @@ def reset(state: State, confirm: bool, scope: str) -> None:
         f"Reset {result.user_id}'s memory (scope {safe(scope)}): "
         f"{plural(result.events_removed, 'event')} erased, {result.events_remaining} left{extra}."
     )
+
+
+def found_elsewhere(scopes: list[str]) -> str:
+    """`` It is in project landing (--project landing).`` for the other scopes that hold
+    the pattern (``""`` when none does)."""
+    if not scopes:
+        return ""
+    places = [
+        "global memory (without --project)" if s == "global"
+        else f"{where(s.removeprefix('project:'))} (--project {safe(s.removeprefix('project:'))})"
+        for s in scopes
+    ]  # fmt: skip
+    return f" It is in {' and '.join(places)}."
 
 
 def did_you_mean(suggestions: list[str]) -> str:

@@ -6,7 +6,6 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-import msgspec
 from rich.console import Console
 from rich.text import Text
 
@@ -219,9 +218,11 @@ def timeline(
         state.user, preference_type, pattern, project, at_seq=at_seq, as_of=as_of
     )
     if state.json:
-        emit_json(msgspec.to_builtins(result))
+        emit_json(result.to_dict())
         return
     console = make_console()
+    if result.as_of is not None:
+        console.print(point_line(result.as_of, as_of), soft_wrap=True)
     console.print(
         Text(f"Evidence about {safe(preference_type)}/{safe(pattern)} ({where(project)})", "bold")
     )

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import click
 
-from creative_memory.cli.context import DATE_HELP, State, command, parse_date, validate_project
+from creative_memory.cli.context import (
+    DATE_HELP,
+    State,
+    command,
+    global_options,
+    parse_date,
+    validate_project,
+)
 from creative_memory.cli.errors import Group
 from creative_memory.cli.render import emit_json, local_time, report_settings, safe
 
@@ -22,26 +29,35 @@ Examples:
 """
 )
 def whoami(state: State) -> None:
-    """Show the user the CLI acts for and the storage root, with where each came from."""
-    user = state.resolved_user
-    root = state.root
+    """Show the user the CLI acts for and where their memory lives (the storage root, or
+    the database with its password hidden), with where each came from."""
+    from creative_memory.app.paths import redact_url
     from creative_memory.engine.constants import DERIVATION_VERSION
 
+    user = state.resolved_user
+    database = state.database
     version = state.derivation_version or DERIVATION_VERSION
-    if state.json:
-        emit_json(
-            {
-                "user_id": user.user_id,
-                "user_source": user.source,
-                "data_dir": str(root.path),
-                "data_dir_source": root.source,
-                "data_dir_exists": root.path.is_dir(),
-                "derivation_version": version,
-            }
+    doc: dict[str, object] = {"user_id": user.user_id, "user_source": user.source}
+    if database is not None:
+        shown = redact_url(database[0])
+        doc.update(storage="postgresql", database=shown, database_source=database[1])
+    else:
+        root = state.root
+        doc.update(
+            storage="files",
+            data_dir=str(root.path),
+            data_dir_source=root.source,
+            data_dir_exists=root.path.is_dir(),
         )
+    doc["derivation_version"] = version
+    if state.json:
+        emit_json(doc)
         return
     click.echo(f"user      {safe(user.user_id)}  ({safe(user.source)})")
-    click.echo(f"data dir  {safe(root.path)}  ({safe(root.source)})")
+    if database is not None:
+        click.echo(f"database  {safe(doc['database'])}  ({safe(database[1])})")
+    else:
+        click.echo(f"data dir  {safe(doc['data_dir'])}  ({safe(doc['data_dir_source'])})")
 
 
 @command(
@@ -96,8 +112,13 @@ def pause(state: State, until: str | None) -> None:
     """Pause learning (events are dropped, not stored); injection continues."""
     update = state.service.pause(state.user, until)
     span = f"until {local_time(until)}" if until else "until you run `creative-memory resume`"
+    injection = (
+        "injection continues."
+        if update.settings.memory_enabled
+        else "memory is off, so nothing is injected either (`creative-memory enable`)."
+    )
     message = (
-        f"Learning paused for {state.user} {span}; injection continues."
+        f"Learning paused for {state.user} {span}; {injection}"
         if update.changed
         else f"Learning is already paused for {state.user} {span}; {NO_CHANGE}"
     )
@@ -171,8 +192,11 @@ Examples:
   creative-memory config diagnostics-feed        # show the current value
 """,
 )
-def config() -> None:
+@global_options
+@click.pass_context
+def config(ctx: click.Context) -> None:
     """Per-user settings."""
+    ctx.ensure_object(State)
 
 
 @command(
