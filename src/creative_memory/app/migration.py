@@ -19,6 +19,7 @@ from creative_memory.app.results import SettingsView
 from creative_memory.app.store import MemoryStore
 from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.events import validate_user_id
+from creative_memory.engine.portability.prototype import prototype_owner
 
 
 class MigrateResult(msgspec.Struct, kw_only=True):
@@ -35,17 +36,6 @@ class MigrateResult(msgspec.Struct, kw_only=True):
     def settings_changed(self) -> bool:
         """Whether the import changed the settings (the file's master switch)."""
         return self.settings != self.settings_before
-
-
-def file_owner(data: bytes) -> str | None:
-    """The ``user_id`` a prototype file names (``None``: none, or not a JSON object — the
-    import reports that)."""
-    try:
-        doc = msgspec.json.decode(data)
-    except msgspec.DecodeError:
-        return None
-    owner = doc.get("user_id") if isinstance(doc, dict) else None
-    return owner if isinstance(owner, str) else None
 
 
 def migrate_prototype(
@@ -65,7 +55,7 @@ def migrate_prototype(
     if from_user is not None:
         validate_user_id(from_user)
     path = prototype_file(source, from_user or user_id)
-    owner = file_owner(read_file("path", path))
+    owner = prototype_owner(read_file("path", path))
     if owner is not None and from_user is not None and owner != from_user:
         raise ValidationError(
             "from_user", f"{path} holds the preferences of {owner!r}, not of {from_user!r}"

@@ -35,16 +35,30 @@ class PrototypeFile(msgspec.Struct, kw_only=True):
     refinements: list[RefinementEvent]
 
 
+def _decode(data: bytes) -> Any:
+    """A prototype file's JSON, refused (``file``) when it nests deeper than
+    :data:`MAX_DIFF_DEPTH` levels (measured before decoding) or is not JSON."""
+    if deeper_than(data, MAX_DIFF_DEPTH):
+        raise ValidationError("file", f"the file is nested deeper than {MAX_DIFF_DEPTH} levels")
+    try:
+        return msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise ValidationError("file", f"not valid JSON ({exc})") from exc
+
+
+def prototype_owner(data: bytes) -> str | None:
+    """The ``user_id`` a prototype file names (``None``: none, or not a JSON object —
+    :func:`parse_prototype` reports that); a file too deep or not JSON is refused."""
+    doc = _decode(data)
+    owner = doc.get("user_id") if isinstance(doc, dict) else None
+    return owner if isinstance(owner, str) else None
+
+
 def parse_prototype(data: bytes, recorded_at: str) -> PrototypeFile:
     """Validate a prototype ``preferences.json`` and turn it into events (unsequenced).
     A file nested deeper than :data:`MAX_DIFF_DEPTH` levels is refused (``file``) before
     it is decoded: its refinements' diffs then fit the store's limit too."""
-    if deeper_than(data, MAX_DIFF_DEPTH):
-        raise ValidationError("file", f"the file is nested deeper than {MAX_DIFF_DEPTH} levels")
-    try:
-        doc = msgspec.json.decode(data)
-    except msgspec.DecodeError as exc:
-        raise ValidationError("file", f"not valid JSON ({exc})") from exc
+    doc = _decode(data)
     if not isinstance(doc, dict):
         raise ValidationError("file", "the top level must be a JSON object")
     if doc.get("schema_version") != SCHEMA_VERSION:
