@@ -2,8 +2,11 @@
 events"; docs/storage.md, "Erasure notes"):
 
 * a forget or a reset run by *another process* (the CLI beside a daemon) reaches the
-  daemon's pending edit-saves and generations: what it erased does not come back when
-  they are delivered, and what it did not erase is still delivered;
+  daemon's pending edit-saves and generations: the note it leaves holds nothing of what it
+  erased, so they cannot be judged against it and are dropped whole — what it erased does
+  not come back, and neither do their unrelated parts;
+* a forget or a reset through the daemon's own store purges them precisely: what it did
+  not erase is still delivered;
 * an edit made while learning was paused (or memory off) is not learned because learning
   came back on within the coalescing window.
 
@@ -20,10 +23,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import pytest
 
 from creative_memory import CaptureLayer, MemoryStore
-from creative_memory.engine.erasure_notes import NOTES_KEPT, ErasureNote
+from creative_memory.engine.erasure_notes import NOTES_KEPT, ErasureNote, judged
 from creative_memory.engine.events import RefinementEvent, SignalEvent
 from creative_memory.storage.base import LogRewritten
 from tests.conftest import ManualClock
@@ -87,33 +91,56 @@ def expire(layer: CaptureLayer, clock: ManualClock) -> None:
     layer.tick(clock.ms)
 
 
+def held_edits() -> list[dict[str, Any]]:
+    return [
+        wire("explicit_tag_applied", "a0", GONE, tag_text="love this"),  # delivered now
+        edit("a1", GONE, KEPT, diff={"note": f"swapped {GONE} for calm"}),  # held
+        edit("a2", "airy_spacing", diff="more air"),  # held, unrelated
+    ]
+
+
 # -- a forget or a reset elsewhere reaches what the daemon holds ---------------------------
-def test_a_forget_in_another_process_reaches_the_daemons_pending_edit(
+def test_a_forget_in_another_process_drops_the_daemons_pending_edits(
     backend: Backend, daemon: tuple[MemoryStore, CaptureLayer], clock: ManualClock
 ) -> None:
+    """Nothing about the forgotten pattern is kept that could tell which held saves name
+    it: every edit-save the daemon held for the user is dropped, the unrelated ones too
+    (docs/storage.md, "Erasure notes")."""
     store, layer = daemon
-    layer.submit_many(
-        [
-            wire("explicit_tag_applied", "a0", GONE, tag_text="love this"),  # delivered now
-            edit("a1", GONE, KEPT, diff={"note": f"swapped {GONE} for calm"}),  # held
-            edit("a2", "airy_spacing", diff="more air"),  # held, unrelated
-        ],
-        clock.ms,
-    )
+    layer.submit_many(held_edits(), clock.ms)
     assert layer.pending_edits() == 2
     cli = backend.store(clock=clock)  # another process: not a listener of the daemon's store
     assert cli.forget(USER, "color", GONE) == 1
     expire(layer, clock)
+    assert signals(store) == []  # KEPT and airy_spacing were held too: dropped with GONE
+    assert diffs(store) == []
+    assert GONE not in {r.pattern for r in store.list_preferences(USER)}
+    store.flush()
+    assert backend.places_containing(GONE.encode()) == []
+    layer.submit(edit("a3", KEPT), clock.ms)  # captured after the forget: delivered
+    expire(layer, clock)
+    assert signals(store) == [KEPT]
+
+
+def test_a_forget_through_the_daemons_own_store_keeps_the_rest(
+    backend: Backend, daemon: tuple[MemoryStore, CaptureLayer], clock: ManualClock
+) -> None:
+    """The daemon's own erasure (its HTTP API, its page) purges its capture layer with the
+    pattern in memory: the held saves lose exactly what the log lost, nothing more."""
+    store, layer = daemon
+    layer.submit_many(held_edits(), clock.ms)
+    assert store.forget(USER, "color", GONE) == 1
+    expire(layer, clock)
     assert sorted(signals(store)) == ["airy_spacing", KEPT]  # the rest is not lost
     assert diffs(store) == ["more air"]  # the diff naming the pattern went with it
-    assert GONE not in {r.pattern for r in store.list_preferences(USER)}
     store.flush()
     assert backend.places_containing(GONE.encode()) == []
 
 
 def test_the_real_cli_beside_a_daemon(tmp_path: Path, clock: ManualClock) -> None:
     """The reviewer's repro: the CLI (a child process) forgets while the daemon holds an
-    edit-save naming the pattern; the edit arrives after, without it."""
+    edit-save naming the pattern; the pattern never comes back — and the edit's other
+    signal (KEPT) is dropped with it: the CLI's note tells nothing to judge it by."""
     root = tmp_path / "mem"
     store = MemoryStore(root, clock=clock)
     layer = CaptureLayer(store)
@@ -130,28 +157,41 @@ def test_the_real_cli_beside_a_daemon(tmp_path: Path, clock: ManualClock) -> Non
     assert forget.returncode == 0, forget.stderr
     expire(layer, clock)
     layer.close()
-    assert signals(store) == [KEPT]
+    assert signals(store) == []  # the whole held edit-save, KEPT included
     assert GONE not in json.dumps(store.inspect(USER))
     store.close()
     assert [p for p in root.rglob("*") if p.is_file() and GONE.encode() in p.read_bytes()] == []
 
 
+@pytest.mark.parametrize("own", [False, True], ids=["elsewhere", "own"])
 def test_the_pending_generation_a_later_start_abandons(
-    backend: Backend, daemon: tuple[MemoryStore, CaptureLayer], clock: ManualClock
+    backend: Backend, daemon: tuple[MemoryStore, CaptureLayer], clock: ManualClock, own: bool
 ) -> None:
+    """A forget elsewhere drops the abandonment of a generation pending since before it
+    whole; the daemon's own forget keeps it, without the forgotten pattern."""
     store, layer = daemon
     layer.submit(wire("explicit_tag_applied", "a0", "seed", tag_text="love this"), clock.ms)
     layer.submit(wire("generation_started", "g1", GONE, KEPT), clock.ms)
-    backend.store(clock=clock).forget(USER, "color", GONE)
+    (store if own else backend.store(clock=clock)).forget(USER, "color", GONE)
     report = layer.submit(wire("generation_started", "g2", "other"), clock.ms)
     assert report.inferred == 1
-    assert signals(store) == ["seed", KEPT]  # the abandonment, without the forgotten pattern
+    assert signals(store) == (["seed", KEPT] if own else ["seed"])
 
 
-@pytest.mark.parametrize("scope", ["all", "project:landing"])
-def test_a_reset_in_another_process_drops_the_buckets_pending_edits(
-    backend: Backend, daemon: tuple[MemoryStore, CaptureLayer], clock: ManualClock, scope: str
+@pytest.mark.parametrize(
+    ("own", "scope"),
+    [(False, "all"), (False, "project:landing"), (True, "project:landing")],
+    ids=["elsewhere-all", "elsewhere-project", "own-project"],
+)
+def test_a_reset_and_the_daemons_pending_edits(
+    backend: Backend,
+    daemon: tuple[MemoryStore, CaptureLayer],
+    clock: ManualClock,
+    own: bool,
+    scope: str,
 ) -> None:
+    """A reset elsewhere drops every pending edit-save of the user — the global one held
+    beside the reset project's too; the daemon's own reset drops only the bucket's."""
     store, layer = daemon
     layer.submit_many(
         [
@@ -161,20 +201,34 @@ def test_a_reset_in_another_process_drops_the_buckets_pending_edits(
         ],
         clock.ms,
     )
-    backend.store(clock=clock).reset_memory(USER, scope)
+    (store if own else backend.store(clock=clock)).reset_memory(USER, scope)
     expire(layer, clock)
-    assert GONE not in signals(store)
-    assert diffs(store) == ([] if scope == "all" else ["global edit"])
-    assert signals(store) == ([] if scope == "all" else ["seed", KEPT])
+    assert diffs(store) == (["global edit"] if own else [])
+    assert signals(store) == ([] if scope == "all" else ["seed", KEPT] if own else ["seed"])
     store.flush()
     assert backend.places_containing(GONE.encode()) == []
+
+
+def test_an_erasure_elsewhere_after_one_of_the_daemon_drops_what_it_held(
+    backend: Backend, daemon: tuple[MemoryStore, CaptureLayer], clock: ManualClock
+) -> None:
+    """A held save judged by the daemon's own forget is still dropped by a later forget
+    in another process: only the erasures applied to it are passed."""
+    store, layer = daemon
+    layer.submit(wire("explicit_tag_applied", "a0", "seed", tag_text="love this"), clock.ms)
+    layer.submit(edit("a1", GONE, KEPT), clock.ms)
+    store.forget(USER, "color", GONE)
+    backend.store(clock=clock).forget(USER, "color", "never_taught")
+    expire(layer, clock)
+    assert signals(store) == ["seed"]
 
 
 def test_a_save_after_the_forget_is_its_own_window(
     backend: Backend, daemon: tuple[MemoryStore, CaptureLayer], clock: ManualClock
 ) -> None:
-    """A window opened before an erasure elsewhere is delivered as it closes on the next
-    save, so a save made after the forget (re-teaching the pattern) keeps it."""
+    """A window opened before an erasure elsewhere is closed by the next save (and dropped:
+    it cannot be judged), so a save made after the forget (re-teaching the pattern) keeps
+    it."""
     store, layer = daemon
     layer.submit(wire("explicit_tag_applied", "a0", "seed", tag_text="love this"), clock.ms)
     layer.submit(edit("a1", GONE, KEPT, timestamp="2026-03-01T10:00:01Z"), clock.ms)
@@ -185,8 +239,7 @@ def test_a_save_after_the_forget_is_its_own_window(
     expire(layer, clock)
     stored = [(e.pattern, e.at) for e in store.events(USER) if isinstance(e, SignalEvent)]
     assert stored == [
-        ("seed", "2026-03-01T10:00:00.000Z"),
-        (KEPT, "2026-03-01T10:00:01.000Z"),
+        ("seed", "2026-03-01T10:00:00.000Z"),  # KEPT at 10:00:01 was in the dropped window
         (GONE, "2026-03-01T10:00:06.000Z"),  # taught again after the forget
     ]
 
@@ -208,7 +261,7 @@ def test_an_erasure_landing_just_before_the_append_is_applied(
     backend: Backend, daemon: tuple[MemoryStore, CaptureLayer], clock: ManualClock
 ) -> None:
     """The notes are read, then a rewrite commits, then the append: it is refused
-    (another generation) and retried on the new notes."""
+    (another generation) and retried on the new notes — which drop it."""
     store, layer = daemon
     layer.submit(wire("explicit_tag_applied", "a0", GONE, tag_text="love this"), clock.ms)
     layer.submit(edit("a1", GONE, KEPT), clock.ms)
@@ -226,7 +279,7 @@ def test_an_erasure_landing_just_before_the_append_is_applied(
     storage.rewrite_history = history_then_a_forget  # type: ignore[method-assign]
     expire(layer, clock)
     assert raced == [1]
-    assert signals(store) == [KEPT]
+    assert signals(store) == []  # not GONE (nor KEPT, held with it)
 
 
 def test_a_held_edit_older_than_the_notes_kept_is_dropped(
@@ -255,6 +308,20 @@ def test_a_forget_in_the_same_store_still_purges_at_once(
     store.forget(USER, "color", GONE)
     expire(layer, clock)
     assert signals(store) == [KEPT]
+
+
+def test_a_window_purged_by_the_daemons_forget_takes_no_later_save(
+    daemon: tuple[MemoryStore, CaptureLayer], clock: ManualClock
+) -> None:
+    """A save made after the daemon's own forget opens a window of its own (the first one
+    was judged by the forget; the new one was not, and need not be)."""
+    store, layer = daemon
+    layer.submit(edit("a1", GONE, KEPT), clock.ms)
+    store.forget(USER, "color", GONE)  # no log yet: nothing rewritten, nothing noted
+    report = layer.submit(edit("a1", GONE), clock.ms + 1_000)
+    assert report.flushed == 1 and report.accepted == 1
+    expire(layer, clock)
+    assert signals(store) == [KEPT, GONE]
 
 
 # -- what the settings allowed at capture -------------------------------------------------
@@ -339,13 +406,62 @@ def test_every_erasure_leaves_a_note_and_a_new_generation(backend: Backend) -> N
     assert before and notes == []
     assert store.forget(USER, "color", "nothing_here") == 0  # nothing matched: still noted
     after, notes = storage.rewrite_history(USER)
-    assert after != before and [(n.after, n.kind) for n in notes] == [(before, "feature")]
-    assert "nothing_here" not in repr(notes)  # digests, never the pattern
+    assert after != before and [(n.after, n.kind) for n in notes] == [(before, "erased")]
+    assert notes[0].id and "nothing_here" not in repr(notes)
     for i in range(NOTES_KEPT + 2):
         store.forget(USER, "color", f"x{i}")
     assert len(storage.rewrite_history(USER)[1]) == NOTES_KEPT
     assert backend.places_containing(b"nothing_here") == []
     assert [e.pattern for e in store.events(USER) if isinstance(e, SignalEvent)] == [KEPT]
+
+
+def stored_notes(backend: Backend) -> list[dict[str, Any]]:
+    """The erasure notes as stored: the log header's (files), ``cm_users.erasures``."""
+    if backend.kind == "files":
+        logs = [Path(backend.root) / p for p in backend.places_containing(b'"erasures"')]
+        assert len(logs) == 1
+        header = json.loads(logs[0].read_bytes().split(b"\n", 1)[0])
+        notes: list[dict[str, Any]] = header["erasures"]
+        return notes
+    import psycopg
+
+    with psycopg.connect(backend.root, autocommit=True) as conn:
+        row = conn.execute("SELECT erasures FROM cm_users WHERE user_id = %s", (USER,)).fetchone()
+    assert row is not None
+    return list(row[0])
+
+
+def test_a_note_holds_nothing_derived_from_what_was_erased(backend: Backend) -> None:
+    """Not a tombstone: no salt, digest, word or length, only which generation was
+    replaced, that something was erased, and a random id (docs/storage.md, "Erasure
+    notes")."""
+    store = backend.store()
+    for pattern in (GONE, KEPT):
+        store.ingest_signal(USER, {"signal_type": "explicit_tag", "preference_type": "color",
+                                   "pattern": pattern, "polarity": "positive",
+                                   "tag_text": "love this", "scope": "global"})  # fmt: skip
+    store.log_refinement(USER, diff=f"more {GONE}")
+    store.forget(USER, "color", GONE)
+    store.forget(USER, "color", GONE)  # the same erasure again: another id
+    store.reset_memory(USER, "global")
+    store.flush()
+    notes = stored_notes(backend)
+    assert [sorted(n) for n in notes] == [["after", "id", "kind"]] * 3
+    assert [n["kind"] for n in notes] == ["erased"] * 3
+    assert len({n["id"] for n in notes}) == 3
+    for word in (b"salt", b"digest", b"word", b"length", GONE.encode()):
+        assert backend.places_containing(word) == []
+
+
+def test_an_old_note_with_digests_counts_as_an_erasure() -> None:
+    """Notes written before this shape (kinds ``feature``/``bucket``/``all``, digests) are
+    read, their extra fields ignored, and judge no held event."""
+    old = msgspec.json.decode(
+        b'[{"after":"g0","kind":"feature","salt":"s","digest":"d","word":"w","length":3}]',
+        type=list[ErasureNote],
+    )
+    assert old == [ErasureNote(after="g0", kind="feature")]
+    assert not judged(old, {"x"}) and judged([ErasureNote(after="g0")], ())
 
 
 def test_an_append_on_a_generation_is_refused_after_a_rewrite(backend: Backend) -> None:
@@ -373,14 +489,14 @@ def test_an_import_in_replace_mode_is_noted_as_erasing_nothing(
     backend.store(clock=clock).import_memory(USER, tmp_path / "a.json", mode="replace")
     assert [n.kind for n in store._storage.rewrite_history(USER)[1]] == ["none"]
     expire(layer, clock)
-    assert signals(store) == [KEPT]
+    assert signals(store) == [KEPT]  # an import erases nothing: what was held is delivered
 
 
 def test_an_import_in_replace_mode_keeps_the_erasures_noted_before_it(
     backend: Backend, daemon: tuple[MemoryStore, CaptureLayer], clock: ManualClock, tmp_path: Path
 ) -> None:
     """A held edit captured before a forget and a replace import (both in another process)
-    is judged against both notes: the import erased nothing, the forget still applies."""
+    is judged against both notes: the import erased nothing, the forget still drops it."""
     store, layer = daemon
     store.log_refinement(USER, diff="first")
     store.export_memory(USER, tmp_path / "a.json")
@@ -388,9 +504,9 @@ def test_an_import_in_replace_mode_keeps_the_erasures_noted_before_it(
     cli = backend.store(clock=clock)
     cli.forget(USER, "color", GONE)
     cli.import_memory(USER, tmp_path / "a.json", mode="replace")
-    assert [n.kind for n in store._storage.rewrite_history(USER)[1]] == ["feature", "none"]
+    assert [n.kind for n in store._storage.rewrite_history(USER)[1]] == ["erased", "none"]
     expire(layer, clock)
-    assert signals(store) == [KEPT]
+    assert signals(store) == []
     assert diffs(store) == ["first"]
     store.flush()
     assert backend.places_containing(GONE.encode()) == []

@@ -1,7 +1,7 @@
 """Forgetting a pattern erases the refinement-log entries *of that bucket* whose diff names
 it as a whole word — not every entry of every project that contains its letters
-(docs/storage.md, "Erasure"). The same rule holds for the log, for what a capture layer
-still holds, and for the erasure notes that reach another process's held events."""
+(docs/storage.md, "Erasure"). The same rule holds for the log and for what a capture layer
+in the erasing process still holds."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from creative_memory import CaptureLayer, MemoryStore
-from creative_memory.engine.erasure import Erasure, diff_mentions, forget_filter, names_pattern
-from creative_memory.engine.erasure_notes import apply_notes, note_for
+from creative_memory.engine.erasure import diff_mentions, forget_filter, names_pattern
 from creative_memory.engine.events import (
     ComparisonEvent,
     ComparisonSide,
@@ -109,31 +108,30 @@ EVENTS: list[Event] = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("project", [None, "p1", "p2"])
-@pytest.mark.parametrize("pattern", ["red", "blue", "removed red"])
-def test_the_erasure_notes_erase_exactly_what_the_log_filter_does(
-    project: str | None, pattern: str
-) -> None:
-    """A held event delivered after an erasure elsewhere loses what the log lost, told by
-    the note's salted digests alone (docs/storage.md, "Erasure notes")."""
-    note = note_for(Erasure(U, project, "color", pattern), "salt")
-    by_note = apply_notes(EVENTS, [note])
-    by_filter = [e for e in (forget_filter(ev, "color", pattern, project) for ev in EVENTS) if e]
-    assert by_note == by_filter
-    assert pattern not in repr(note)
-
-
-@pytest.mark.parametrize("scope", ["all", "global", "project:p1"])
-def test_the_notes_of_a_reset_drop_the_bucket(scope: str) -> None:
-    project = scope.split(":")[1] if scope.startswith("project:") else None
-    note = note_for(Erasure(U, bucket=project, everything=scope == "all"), "s")
-    kept = [ev.seq for ev in apply_notes(EVENTS, [note])]
-    expected = {
-        "all": [],
-        "global": [1, 3, 4, 5, 6, 9],
-        "project:p1": [2, 6, 7, 8, 10],
-    }[scope]
-    assert kept == expected
+@pytest.mark.parametrize(
+    ("project", "pattern", "kept"),
+    [
+        (None, "red", [1, 3, 4, 5, 6, 9]),
+        ("p1", "red", [2, 3, 5, 6, 7, 8, 9, 10]),
+        ("p2", "red", [1, 2, 3, 4, 5, 7, 8, 9, 10]),
+        ("p1", "blue", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]),
+        (None, "removed red", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]),
+    ],
+)
+def test_the_log_filter_of_a_forget(project: str | None, pattern: str, kept: list[int]) -> None:
+    """Signals, legacy records and comparison features of the pattern in the bucket, and
+    the bucket's refinements whose diff names it (global: no project, or ``""``)."""
+    out = [e for e in (forget_filter(ev, "color", pattern, project) for ev in EVENTS) if e]
+    assert [e.seq for e in out] == kept
+    comparison = next(e for e in out if e.seq == 9)
+    assert isinstance(comparison, ComparisonEvent)
+    chose = [f.pattern for f in comparison.chose.features]
+    over = [f.pattern for f in comparison.over.features]
+    expected: dict[tuple[str | None, str], tuple[list[str], list[str]]] = {
+        ("p1", "red"): (["blue"], []),
+        ("p1", "blue"): (["red"], ["red"]),
+    }
+    assert (chose, over) == expected.get((project, pattern), (["red", "blue"], ["red"]))
 
 
 def test_a_pending_edit_of_another_bucket_keeps_its_diff(tmp_path: Any) -> None:

@@ -1,15 +1,16 @@
 """Forget and reset through a ``MemoryStore`` (docs/architecture.md, "Erasure";
 docs/storage.md, "Erasure").
 
-Every erasure, in order: the store's listeners (capture layers, in this process) purge what
-they hold; what can fail to load — the user's settings and the derivation version they
-name — is loaded, so an erasure that fails has erased nothing (a full reset reads nothing
-of the old settings: it writes the defaults right after the rewrite); the log is rewritten
-through the pure filter of ``engine/erasure.py`` — always when the user has a log, even
-when nothing in it matches: the rewrite starts a new generation, leaves an erasure note
-for events held elsewhere (a daemon's capture layer; docs/storage.md, "Erasure notes") and
-deletes every derived artefact, so a retried erasure cleans up after one that crashed
-halfway; then the state is derived again.
+Every erasure, in order: an id is drawn for the note it leaves; the store's listeners
+(capture layers, in this process) purge what they hold, and record that id on it; what can
+fail to load — the user's settings and the derivation version they name — is loaded, so
+an erasure that fails has erased nothing (a full reset reads nothing of the old settings:
+it writes the defaults right after the rewrite); the log is rewritten through the pure
+filter of ``engine/erasure.py`` — always when the user has a log, even when nothing in it
+matches: the rewrite starts a new generation, leaves an erasure note (its id, nothing of
+what it erased) for events held elsewhere (a daemon's capture layer, which drops them:
+docs/storage.md, "Erasure notes") and deletes every derived artefact, so a retried erasure
+cleans up after one that crashed halfway; then the state is derived again.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def forget(
 ) -> int:
     """:meth:`MemoryStore.forget`: how many events were removed or changed."""
     validate_feature(user_id, preference_type, pattern, project_id)
-    erasure = Erasure(user_id, project_id, preference_type, pattern)
+    erasure = Erasure(user_id, project_id, preference_type, pattern, note_id=_note_id())
     store._door.purge(erasure)
     if not store._storage.user_exists(user_id):
         return 0
@@ -53,7 +54,7 @@ def reset(store: MemoryStore, user_id: str, scope: str) -> int:
     anything is derived again."""
     validate_user_id(user_id)
     project = parse_scope(scope)
-    erasure = Erasure(user_id, bucket=project, everything=scope == "all")
+    erasure = Erasure(user_id, bucket=project, everything=scope == "all", note_id=_note_id())
     store._door.purge(erasure)
     erased = 0
     if scope == "all":
@@ -81,6 +82,12 @@ def reset(store: MemoryStore, user_id: str, scope: str) -> int:
     return erased
 
 
+def _note_id() -> str:
+    """A fresh id for an erasure's note, made before the capture layers in this process are
+    purged: they record it on what they hold (docs/storage.md, "Erasure notes")."""
+    return secrets.token_hex(8)
+
+
 def rewrite(
     store: MemoryStore,
     user_id: str,
@@ -89,14 +96,13 @@ def rewrite(
     *,
     defaults: bool = False,
 ) -> int:
-    """Rewrite the log through ``keep`` with the note of ``erasure`` (its digests salted
-    afresh), then — under the same lock — drop the in-memory states and derive again.
-    What can fail to load (the settings, their derivation version) is loaded before the
-    log is touched, so an erasure that fails has erased nothing. ``defaults``: the user's
-    settings become the defaults, written right after the rewrite and before the
-    re-derivation (their old values are never read). Returns how many events were removed
-    or changed."""
-    note = note_for(erasure, secrets.token_hex(8))
+    """Rewrite the log through ``keep`` with the note of ``erasure`` (its id), then —
+    under the same lock — drop the in-memory states and derive again. What can fail to
+    load (the settings, their derivation version) is loaded before the log is touched, so
+    an erasure that fails has erased nothing. ``defaults``: the user's settings become the
+    defaults, written right after the rewrite and before the re-derivation (their old
+    values are never read). Returns how many events were removed or changed."""
+    note = note_for(erasure)
     with store._locked(user_id):
         settings = UserSettings() if defaults else None
         states = store._states_of(user_id, settings=settings)

@@ -11,11 +11,15 @@ event through :meth:`StoreHolding.sink`. The sink appends:
   made while memory was off keeps only its refinement-log entry, as an edit delivered at
   once would; one made while learning is learned even if a pause came before its window
   closed (the daemon answered ``"learning": true`` for it);
-* without what every rewrite of the log since the capture erased, told by the erasure
-  notes the log keeps (docs/storage.md, "Erasure notes") — a forget or a reset run by
-  another process (the CLI beside a daemon) included. The append is conditioned on the
-  generation the notes were read in: a rewrite in between makes it read them again.
-  When the notes of those rewrites are no longer kept, nothing of the event is appended.
+* only when every rewrite of the log since the capture is accounted for, told by the
+  erasure notes the log keeps (docs/storage.md, "Erasure notes"): a rewrite that erased
+  nothing (an import in replace mode), or an erasure made through the store the layer is
+  registered with, which purged the held event first and recorded its note's id on it
+  (``Held.applied``). A forget or a reset run by another process (the CLI beside a daemon)
+  left nothing that would let the event be judged against it: nothing of the event is
+  appended — nor when the notes of those rewrites are no longer kept. The append is
+  conditioned on the generation the notes were read in: a rewrite in between makes it
+  read them again.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Final
 from creative_memory.app import learning as rules
 from creative_memory.capture.adapter import SignalSink
 from creative_memory.capture.holding import Held
-from creative_memory.engine.erasure_notes import notes_since
+from creative_memory.engine.erasure_notes import judged, notes_since
 from creative_memory.engine.events import ComparisonEvent, validate_user_id
 from creative_memory.engine.models import Preference, Refinement
 from creative_memory.storage.base import LogRewritten
@@ -82,7 +86,7 @@ class HeldSink:
         records: bool = True,
     ) -> list[Preference | None]:
         """The signals if learning was on at capture, the refinement unless learning was
-        paused then; without what was erased since."""
+        paused then; nothing after an erasure it was not purged by."""
         held = self._held
         if user_id != held.user_id:  # not the event it was made for: as any other
             return self._store.ingest_signals(
@@ -96,8 +100,8 @@ class HeldSink:
         return [None] * len(signals)
 
     def append_comparison(self, user_id: str, event: ComparisonEvent) -> bool:
-        """The comparison if learning was on at capture, without what was erased since;
-        whether anything of it was stored."""
+        """The comparison if learning was on at capture and no erasure it was not purged
+        by came since; whether it was stored."""
         held = self._held
         if user_id != held.user_id:
             return self._store.append_comparison(user_id, event)
@@ -110,20 +114,18 @@ class HeldSink:
 def append_held(
     store: MemoryStore, held: Held, decide: rules.Decision
 ) -> list[Preference | Refinement | None] | None:
-    """Append what ``decide`` makes of the settings, less what every rewrite since
-    ``held.generation`` erased, on the condition that no other rewrite comes in between;
-    what was appended (``None``: nothing — not allowed, erased, or the erasures since
-    capture can no longer be told)."""
+    """Append what ``decide`` makes of the settings when every rewrite since
+    ``held.generation`` erased nothing or was applied to the event (``held.applied``), on
+    the condition that no other rewrite comes in between; what was appended (``None``:
+    nothing — not allowed, or an erasure since capture that cannot be judged)."""
     user_id = held.user_id
     for _ in range(_TRIES):
         current, notes = store._storage.rewrite_history(user_id)
         since = notes_since(notes, current, held.generation)
-        if since is None:
+        if since is None or not judged(since, held.applied):
             return None
         try:
-            _, out = store._append_allowed(
-                user_id, decide, records=False, notes=since, if_generation=current
-            )
+            _, out = store._append_allowed(user_id, decide, records=False, if_generation=current)
         except LogRewritten:
             continue
         return out

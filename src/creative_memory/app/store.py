@@ -28,7 +28,6 @@ from creative_memory.capture.redaction import RedactionPolicy
 from creative_memory.engine.constants import DERIVATION_VERSION
 from creative_memory.engine.derivation.registry import DerivedState, check_version
 from creative_memory.engine.erasure import ErasureListener
-from creative_memory.engine.erasure_notes import ErasureNote, apply_notes
 from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.events import (
     ComparisonEvent,
@@ -155,15 +154,10 @@ class MemoryStore:
         records: bool = True,
         settings: UserSettings | None = None,
         if_settings: SettingsSeen | None = None,
-        notes: Sequence[ErasureNote] = (),
         if_generation: str | None = None,
     ) -> list[Preference | Refinement | None]:
         states = self._states_of(user_id, settings=settings)
         admitted = self._door.admit(events)
-        if notes:  # a held event: without what was erased since (docs/capture.md)
-            admitted = apply_notes(admitted, notes)
-            if not admitted:
-                return []
         return states.append(
             user_id,
             admitted,
@@ -250,12 +244,12 @@ class MemoryStore:
         decide: rules.Decision,
         records: bool = True,
         *,
-        notes: Sequence[ErasureNote] = (),
         if_generation: str | None = None,
     ) -> tuple[UserSettings, list[Preference | Refinement | None] | None]:
         """Append what ``decide`` makes of the user's settings, on the condition that they
-        still hold (:func:`~creative_memory.app.learning.append_as_allowed`) — less what
-        ``notes`` erased, and only in ``if_generation`` when given (a held event)."""
+        still hold (:func:`~creative_memory.app.learning.append_as_allowed`) — and only in
+        ``if_generation`` when given (a held event: docs/capture.md, "Held events")."""
+
         def append(
             st: UserSettings, events: Sequence[Event], seen: SettingsSeen
         ) -> list[Preference | Refinement | None]:
@@ -265,7 +259,6 @@ class MemoryStore:
                 records=records,
                 settings=st,
                 if_settings=seen,
-                notes=notes,
                 if_generation=if_generation,
             )
 

@@ -19,8 +19,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from creative_memory.capture.holding import Held
+from creative_memory.capture.holding import Held, judged_by
 from creative_memory.capture.report import CaptureReport, CaptureResult, Status
+from creative_memory.capture.wire import purge_event
+from creative_memory.engine.erasure import Erasure
 
 TurnKey = tuple[str, str | None]
 WindowKey = tuple[str, str | None, str | None]  # (user, artifact, session)
@@ -36,6 +38,15 @@ class EditWindow:
     order: int
     events: list[dict[str, Any]]
     held: Held | None = None
+
+    def purge(self, erasure: Erasure) -> int:
+        """Remove what ``erasure`` erases from the saves, and record on ``held`` that they
+        were judged by it; how many saves changed."""
+        purged = [purge_event(ev, erasure) for ev in self.events]
+        changed = sum(n is not e for n, e in zip(purged, self.events, strict=True))
+        self.events = [n for n in purged if n is not None]
+        self.held = judged_by(self.held, erasure.note_id)
+        return changed
 
 
 @dataclass

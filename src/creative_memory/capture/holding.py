@@ -5,17 +5,18 @@ An edit-save waits for its coalescing window, a generation for the next start th
 abandon it: both reach the store later than they were captured. Two things must still be
 judged as of their capture — what the user's settings allowed then (an edit made while
 learning was paused is not learned because learning resumed within the window), and what
-was erased since (a forget in another process, which cannot purge this layer). So when
-the layer begins holding an event it asks the store for a :class:`Held` — the log's
-generation and the settings' verdict at that moment — and delivers the event through the
-store's sink for it (:meth:`Holding.sink`), which honours both. The rules themselves live
-with the store (docs/architecture.md, "One answer on every surface"); this module only
-names what the layer needs, as a ``Protocol`` of its own.
+was erased since. So when the layer begins holding an event it asks the store for a
+:class:`Held` — the log's generation and the settings' verdict at that moment — records on
+it every erasure it purges the event by (:func:`judged_by`), and delivers the event
+through the store's sink for it (:meth:`Holding.sink`), which honours both: an erasure it
+was not purged by (a forget in another process, which cannot purge this layer) drops it.
+The rules themselves live with the store (docs/architecture.md, "One answer on every
+surface"); this module only names what the layer needs, as a ``Protocol`` of its own.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from creative_memory.capture.adapter import SignalSink
@@ -25,25 +26,37 @@ from creative_memory.capture.adapter import SignalSink
 class Held:
     """What the store said of ``user_id`` when an event began to be held: the log's
     ``generation`` (``""``: no log yet), whether signals were ``learning`` (memory on, not
-    paused) and whether refinements were ``logging`` (not paused)."""
+    paused) and whether refinements were ``logging`` (not paused); and since then, the
+    erasures the layer ``applied`` to the event (the ids of their notes)."""
 
     user_id: str
     generation: str
     learning: bool = True
     logging: bool = True
+    applied: frozenset[str] = frozenset()
 
     def admits(self, later: Held | None) -> bool:
         """Whether an event captured under ``later`` may join one held since ``self`` (a
-        coalescing window): the same settings' verdict, and no rewrite of the log in
-        between — when there was no log yet, its creation does not count (what was held
-        since then is checked against every erasure the log has kept)."""
+        coalescing window): the same settings' verdict, no erasure applied to one and not
+        the other, and no rewrite of the log in between — when there was no log yet, its
+        creation does not count (what was held since then is checked against every
+        erasure the log has kept)."""
         if later is None or later == self:
             return later == self
-        return (later.user_id, later.learning, later.logging) == (
+        return (later.user_id, later.learning, later.logging, later.applied) == (
             self.user_id,
             self.learning,
             self.logging,
+            self.applied,
         ) and self.generation == ""
+
+
+def judged_by(held: Held | None, note_id: str) -> Held | None:
+    """``held``, once its event was purged by the erasure whose note is ``note_id`` (the
+    store lets it pass that note on delivery)."""
+    if held is None or not note_id:
+        return held
+    return replace(held, applied=held.applied | {note_id})
 
 
 class Holding(Protocol):
@@ -56,5 +69,6 @@ class Holding(Protocol):
 
     def sink(self, held: Held) -> SignalSink:
         """Where an event held since ``held`` is delivered: it keeps only what the settings
-        allowed then (and still allow), and loses what was erased since."""
+        allowed then (and still allow), and nothing of it after an erasure not in
+        ``held.applied``."""
         ...

@@ -39,11 +39,10 @@ with a storage error stays pending and is retried on the next call.
 
 Before any rule, an event must meet the wire format's limits (``capture/wire.py``,
 docs/capture.md, "Limits"). A store that accepts erasure listeners (``MemoryStore``) gets
-the layer registered as one: every forget and reset, through any surface, first purges the
-pending edit-saves and generations it erases (:meth:`CaptureLayer.purge`) — and the layer
-is given the store's :class:`~.holding.Holding`: an event it holds is judged as of its
-capture, on what the settings allowed then and on what was erased since, in any process
-(docs/capture.md, "Held events").
+the layer registered as one: its forgets and resets first purge what they erase from the
+pending edit-saves and generations (:meth:`CaptureLayer.purge`). Given the store's
+:class:`~.holding.Holding`, the layer has what it holds judged as of capture: on the
+settings then, and dropped after an erasure elsewhere (docs/capture.md, "Held events").
 
 Every call returns a :class:`CaptureReport` counting accepted / coalesced / rejected events
 with reasons (the shape of the daemon's ``POST /api/v1/events`` answer). Reasons are redacted
@@ -81,7 +80,7 @@ from creative_memory.capture.delivery import (
     artifacts_of,
     merge_edits,
 )
-from creative_memory.capture.holding import Held, Holding
+from creative_memory.capture.holding import Held, Holding, judged_by
 from creative_memory.capture.redaction import RedactionPolicy
 from creative_memory.capture.report import CaptureReport, CaptureResult, Status, describe
 from creative_memory.capture.wire import check_wire_event, purge_event
@@ -238,39 +237,37 @@ class CaptureLayer:
             raise error
 
     def purge(self, erasure: Erasure) -> int:
-        """Remove what ``erasure`` erases from the pending edit-saves and generations and
-        from the deliveries that took them and still wait for their turn, then wait for
-        the user's deliveries under way (the store calls it before it rewrites the log, so
-        none of them can land after the rewrite); how many pending items changed."""
-        changed = 0
+        """Remove what ``erasure`` erases from the user's pending edit-saves and generations
+        and from the deliveries that took them and still wait for their turn, record on
+        each that it was judged by ``erasure`` (:func:`~.holding.judged_by`), then wait
+        for the user's deliveries under way (the store calls it before it rewrites the log,
+        so none of them can land after the rewrite); how many pending items changed."""
+        changed, user, note = 0, erasure.user_id, erasure.note_id
         with self._lock:
-            windows = list(self._edits.values())
-            for d in self._out.waiting_held(erasure.user_id):
+            windows = [w for k, w in self._edits.items() if k[0] == user]
+            for d in self._out.waiting_held(user):
+                d.since = judged_by(d.since, note)
                 if d.window is not None:
                     windows.append(d.window[1])
-                if d.event is not None:
-                    new = purge_event(d.event, erasure)
-                    changed += new is not d.event
-                    d.event = new
-            for window in windows:
-                purged = [purge_event(ev, erasure) for ev in window.events]
-                changed += sum(n is not e for n, e in zip(purged, window.events, strict=True))
-                window.events = [n for n in purged if n is not None]
+                new = None if d.event is None else purge_event(d.event, erasure)
+                changed += new is not d.event
+                d.event = new
+            changed += sum(window.purge(erasure) for window in windows)
             for key, window in list(self._edits.items()):
                 if not window.events:
                     del self._edits[key]
-            for session in self._sessions.values():
-                for art, gen in list(session.pending.items()):
+            for (who, _), session in self._sessions.items():
+                for art, gen in list(session.pending.items()) if who == user else ():
                     new = purge_event(gen.event, erasure)
+                    changed += new is not gen.event
                     if new is None:
                         del session.pending[art]
-                    elif new is not gen.event:
-                        session.pending[art] = _Generation(new, gen.held)
-                    changed += new is not gen.event
+                    else:
+                        session.pending[art] = _Generation(new, judged_by(gen.held, note))
             if erasure.everything:
-                for k in [k for k in self._thumbs if k[0] == erasure.user_id]:
+                for k in [k for k in self._thumbs if k[0] == user]:
                     del self._thumbs[k]
-            self._out.wait(erasure.user_id)
+            self._out.wait(user)
         return changed
 
     def __enter__(self) -> CaptureLayer:
@@ -488,9 +485,9 @@ class CaptureLayer:
                 victim,
             )
             # inferred now (on the settings of now), about a generation shown since gen.held
-            since = gen.held if held is None or gen.held is None else replace(
-                held, generation=gen.held.generation
-            )
+            since = gen.held
+            if held is not None and gen.held is not None:
+                since = replace(held, generation=gen.held.generation, applied=gen.held.applied)
             self._deliver(
                 "generation_abandoned", ev, [victim], done, "failed", held=True, since=since
             )

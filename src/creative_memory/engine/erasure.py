@@ -34,13 +34,16 @@ class Erasure:
     it (the capture layer's pending windows and generations; docs/architecture.md,
     "Erasure"): every trace of (``preference_type``, ``pattern``) in ``bucket`` (a
     forget), or everything in ``bucket`` (a reset of one bucket; ``None`` = global), or
-    everything of the user (``everything``, a full reset)."""
+    everything of the user (``everything``, a full reset). ``note_id`` names it."""
 
     user_id: str
     bucket: str | None = None
     preference_type: str | None = None
     pattern: str | None = None
     everything: bool = False
+    #: The id of the note the erasure leaves with the log (docs/storage.md, "Erasure
+    #: notes"): a capture layer purged by it records it on what it holds.
+    note_id: str = ""
 
     @property
     def is_forget(self) -> bool:
@@ -136,23 +139,23 @@ def diff_mentions(diff: Any, pattern: str) -> bool:
     return any(names_pattern(s, pattern) for s in strings_of(diff))
 
 
-#: Whether a feature (bucket, preference type, pattern) is the one a forget erases.
-IsFeature = Callable[[str | None, str, str], bool]
-#: Whether a refinement's diff, in its bucket, names the pattern a forget erases.
-DiffNames = Callable[[str | None, Any], bool]
+def forget_filter(
+    ev: Event, preference_type: str, pattern: str, project_id: str | None
+) -> Event | None:
+    """``ev`` with every trace of (``preference_type``, ``pattern``) in the bucket
+    ``project_id`` removed: ``None`` when nothing of it is left, a copy without the feature
+    (pairwise comparisons), or ``ev`` itself when it does not mention it. Its signals,
+    legacy records and comparison features go, and the bucket's refinements whose diff
+    names the pattern (:func:`diff_mentions`)."""
 
+    def is_feature(bucket: str | None, t: object, p: object) -> bool:
+        return bucket == project_id and t == preference_type and p == pattern
 
-def erase_feature(ev: Event, is_feature: IsFeature, diff_names: DiffNames) -> Event | None:
-    """``ev`` with every trace of one feature removed: ``None`` when nothing of it is left,
-    a copy without the feature (pairwise comparisons), or ``ev`` itself when it does not
-    mention it. Signals and legacy records of the feature go; a refinement goes when its
-    diff names the pattern in the same bucket."""
     if isinstance(ev, SignalEvent):
         return None if is_feature(event_bucket(ev), ev.preference_type, ev.pattern) else ev
     if isinstance(ev, LegacyRecordEvent):
         t, p = ev.record.get("preference_type"), ev.record.get("pattern")
-        hit = isinstance(t, str) and isinstance(p, str) and is_feature(ev.bucket, t, p)
-        return None if hit else ev
+        return None if is_feature(ev.bucket, t, p) else ev
     if isinstance(ev, ComparisonEvent):
         bucket = event_bucket(ev)
 
@@ -174,18 +177,6 @@ def erase_feature(ev: Event, is_feature: IsFeature, diff_names: DiffNames) -> Ev
         return msgspec.structs.replace(ev, chose=chose, over=over)
     if isinstance(ev, RefinementEvent):
         # Free-text diffs can name the pattern; erasure must be real, so drop such entries.
-        return None if diff_names(ev.project_id or None, ev.diff) else ev
+        named = (ev.project_id or None) == project_id and diff_mentions(ev.diff, pattern)
+        return None if named else ev
     return ev
-
-
-def forget_filter(
-    ev: Event, preference_type: str, pattern: str, project_id: str | None
-) -> Event | None:
-    """``ev`` with every trace of (``preference_type``, ``pattern``) in the bucket removed
-    (:func:`erase_feature`): its signals, legacy records and comparison features, and the
-    bucket's refinements whose diff names the pattern (:func:`diff_mentions`)."""
-    return erase_feature(
-        ev,
-        lambda b, t, p: b == project_id and t == preference_type and p == pattern,
-        lambda b, diff: b == project_id and diff_mentions(diff, pattern),
-    )

@@ -66,12 +66,12 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(
         2,
-        "erasure notes: what the latest rewrites of a log erased, as salted digests",
+        "erasure notes: the latest rewrites of a log, nothing of what they erased",
         """
         ALTER TABLE cm_users ADD COLUMN erasures jsonb NOT NULL DEFAULT '[]'::jsonb;
         COMMENT ON COLUMN cm_users.erasures IS
-            'notes of the latest rewrites (generation replaced, salted digests of what was '
-            'erased), so an event captured before one is checked when it arrives after it';
+            'notes of the latest rewrites (generation replaced, whether it erased, a random '
+            'id), so an event captured before one is checked when it arrives after it';
         """,
     ),
 )
