@@ -137,6 +137,28 @@ def test_a_forget_through_the_daemons_own_store_keeps_the_rest(
     assert backend.places_containing(GONE.encode()) == []
 
 
+def test_an_edit_captured_while_the_daemons_own_forget_rewrites_is_kept(
+    daemon: tuple[MemoryStore, CaptureLayer], clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A save the daemon captures after its own forget purged the capture layer, but before
+    the log's rewrite gives it a new generation, came after the erasure: it is delivered,
+    not dropped as one the erasure could not judge."""
+    store, layer = daemon
+    layer.submit(wire("explicit_tag_applied", "a0", GONE, tag_text="love this"), clock.ms)
+    rewrite = store._storage.rewrite
+
+    def rewrite_after_a_save(*args: Any, **kw: Any) -> Any:
+        layer.submit(edit("a1", KEPT), clock.ms)  # between the purge and the rewrite
+        return rewrite(*args, **kw)
+
+    monkeypatch.setattr(store._storage, "rewrite", rewrite_after_a_save)
+    assert store.forget(USER, "color", GONE) == 1
+    monkeypatch.undo()
+    assert layer.pending_edits() == 1
+    expire(layer, clock)
+    assert signals(store) == [KEPT]
+
+
 def test_the_real_cli_beside_a_daemon(tmp_path: Path, clock: ManualClock) -> None:
     """The reviewer's repro: the CLI (a child process) forgets while the daemon holds an
     edit-save naming the pattern; the pattern never comes back — and the edit's other
@@ -310,18 +332,21 @@ def test_a_forget_in_the_same_store_still_purges_at_once(
     assert signals(store) == [KEPT]
 
 
-def test_a_window_purged_by_the_daemons_forget_takes_no_later_save(
+def test_a_save_after_the_daemons_own_forget_joins_the_purged_window(
     daemon: tuple[MemoryStore, CaptureLayer], clock: ManualClock
 ) -> None:
-    """A save made after the daemon's own forget opens a window of its own (the first one
-    was judged by the forget; the new one was not, and need not be)."""
+    """A save made after the daemon's own forget was captured after it, as the purged
+    window now is: they coalesce as any two saves of the artifact in the window do (one
+    edit, the last save's state), and the pattern taught again is kept."""
     store, layer = daemon
-    layer.submit(edit("a1", GONE, KEPT), clock.ms)
+    layer.submit(edit("a1", GONE, KEPT, diff=f"added {GONE}"), clock.ms)
     store.forget(USER, "color", GONE)  # no log yet: nothing rewritten, nothing noted
-    report = layer.submit(edit("a1", GONE), clock.ms + 1_000)
-    assert report.flushed == 1 and report.accepted == 1
+    report = layer.submit(edit("a1", GONE, diff="again"), clock.ms + 1_000)
+    assert report.coalesced == 1
     expire(layer, clock)
-    assert signals(store) == [KEPT, GONE]
+    assert signals(store) == [GONE]
+    # the first save's diff named the pattern: purged from the window
+    assert diffs(store) == [{"coalesced_saves": 2, "diffs": ["again"]}]
 
 
 # -- what the settings allowed at capture -------------------------------------------------

@@ -16,10 +16,11 @@ surface"); this module only names what the layer needs, as a ``Protocol`` of its
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from creative_memory.capture.adapter import SignalSink
+from creative_memory.engine.erasure_notes import NOTES_KEPT
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,26 @@ def judged_by(held: Held | None, note_id: str) -> Held | None:
     if held is None or not note_id:
         return held
     return replace(held, applied=held.applied | {note_id})
+
+
+@dataclass
+class RecentErasures:
+    """The last erasures a layer purged by, per user: an event it begins to hold after
+    such a purge — while the store is still rewriting the log, before its generation
+    changes — was captured after the erasure, so that erasure has nothing to take from
+    it (:meth:`stamp` counts it as applied)."""
+
+    ids: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def note(self, user_id: str, note_id: str) -> None:
+        """Remember that the layer purged ``user_id``'s events by erasure ``note_id``."""
+        if note_id:
+            self.ids[user_id] = (*self.ids.get(user_id, ()), note_id)[-NOTES_KEPT:]
+
+    def stamp(self, held: Held) -> Held:
+        """``held`` with the user's recent erasures counted as applied."""
+        recent = self.ids.get(held.user_id)
+        return replace(held, applied=held.applied | set(recent)) if recent else held
 
 
 class Holding(Protocol):

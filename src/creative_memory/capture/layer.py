@@ -80,7 +80,7 @@ from creative_memory.capture.delivery import (
     artifacts_of,
     merge_edits,
 )
-from creative_memory.capture.holding import Held, Holding, judged_by
+from creative_memory.capture.holding import Held, Holding, RecentErasures, judged_by
 from creative_memory.capture.redaction import RedactionPolicy
 from creative_memory.capture.report import CaptureReport, CaptureResult, Status, describe
 from creative_memory.capture.wire import check_wire_event, purge_event
@@ -154,6 +154,7 @@ class CaptureLayer:
         self._lock = threading.RLock()
         self._out = Deliveries(self._lock, self._delivered)
         self._holding: Holding | None = None  # given by the store when it registers us
+        self._recent = RecentErasures()  # what purge() took, for events held from now on
         register = getattr(store, "add_erasure_listener", None)
         if register is not None:  # erasure reaches what is pending here (docs/capture.md)
             register(self)
@@ -194,7 +195,7 @@ class CaptureLayer:
             user = ev.get("user_id")
             if isinstance(user, str) and user not in holds:
                 with contextlib.suppress(ValidationError):  # rejected later, with a reason
-                    holds[user] = self._holding.hold(user)
+                    holds[user] = self._recent.stamp(self._holding.hold(user))
         return holds
 
     def tick(self, now: Instant) -> CaptureReport:
@@ -244,6 +245,7 @@ class CaptureLayer:
         so none of them can land after the rewrite); how many pending items changed."""
         changed, user, note = 0, erasure.user_id, erasure.note_id
         with self._lock:
+            self._recent.note(user, note)
             windows = [w for k, w in self._edits.items() if k[0] == user]
             for d in self._out.waiting_held(user):
                 d.since = judged_by(d.since, note)
