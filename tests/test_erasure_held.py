@@ -31,33 +31,16 @@ from creative_memory.engine.erasure_notes import NOTES_KEPT, ErasureNote, judged
 from creative_memory.engine.events import RefinementEvent, SignalEvent
 from creative_memory.storage.base import LogRewritten
 from tests.conftest import ManualClock
+from tests.test_erasure_capture import NOW, USER, wire
 
 if TYPE_CHECKING:
     from tests.backends import Backend
 
 pytest_plugins = ["tests.pg_fixtures", "tests.backends"]
 
-USER = "default"
 GONE = "zz_gone_palette"
 KEPT = "calm_palette"
-NOW = "2026-03-01T10:00:00Z"
 SRC = Path(__file__).resolve().parents[1] / "src"
-
-
-def wire(kind: str, art: str, *patterns: str, **over: Any) -> dict[str, Any]:
-    ev: dict[str, Any] = {
-        "event": kind,
-        "user_id": USER,
-        "artifact_id": art,
-        "session_id": "s1",
-        "project_id": None,
-        "timestamp": NOW,
-        "artifact_meta": {
-            "signals": [{"preference_type": "color", "pattern": p} for p in patterns]
-        },
-    }
-    ev.update(over)
-    return ev
 
 
 def edit(art: str, *patterns: str, **over: Any) -> dict[str, Any]:
