@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from creative_memory import MemoryStore
+from creative_memory.engine.errors import StorageError
 from creative_memory.storage.files import backend as files_backend
 from creative_memory.storage.files.backend import FileStorage
 from tests.conftest import ManualClock
@@ -111,3 +112,30 @@ def test_a_forget_with_nothing_to_erase_still_removes_stale_derived_data(
     assert holders(root) == []
     again.reset_memory(USER, "project:nothing_there")  # a reset that erases nothing, too
     assert holders(root) == []
+
+
+@pytest.mark.parametrize("header_too", [False, True], ids=["a-line", "the-header-too"])
+def test_a_full_reset_erases_a_log_whose_lines_no_longer_decode(
+    tmp_path: Path, clock: ManualClock, header_too: bool
+) -> None:
+    """A corrupt log must not keep a person from wiping their memory: a full reset erases
+    it without reading it, and no ``seq`` any line still shows is used again. Anything
+    short of everything still refuses (what to keep would have to be read)."""
+    root = tmp_path / "mem"
+    seeded(root, clock).close()
+    log = root / USER / "events.jsonl"
+    lines = log.read_bytes().split(b"\n")
+    lines[3] = b'garbage{"seq": 900, "pattern": "' + SECRET.encode() + b'"'
+    if header_too:
+        lines[0] = b"not a header"
+    log.write_bytes(b"\n".join(lines))
+    store = MemoryStore(root, derivation_version="1", clock=clock)
+    with pytest.raises(StorageError, match=r"not a valid|bad log header"):
+        store.forget(USER, "color", "p1")
+    store.reset_memory(USER)
+    assert holders(root) == []
+    assert store.events(USER) == []
+    again = {"signal_type": "thumbs_up", "preference_type": "color", "pattern": "after"}
+    store.ingest_signal(USER, {**again, "polarity": "positive", "scope": "global"})
+    assert [e.seq for e in store.events(USER)] == [901]
+    store.close()

@@ -101,12 +101,13 @@ def rewrite(
     load (the settings, their derivation version) is loaded before the log is touched, so
     an erasure that fails has erased nothing. ``defaults``: the user's settings become the
     defaults, written right after the rewrite and before the re-derivation (their old
-    values are never read). Returns how many events were removed or changed."""
+    values are never read) — a full reset, which goes on when stored events no longer
+    decode. Returns how many events were removed or changed."""
     note = note_for(erasure)
     with store._locked(user_id):
         settings = UserSettings() if defaults else None
         states = store._states_of(user_id, settings=settings)
-        changed = store._storage.rewrite(user_id, keep, note=note)
+        changed = store._storage.rewrite(user_id, keep, note=note, everything=defaults)
         if settings is not None:
             store._storage.write_settings(user_id, settings)
         store._forget_states(user_id)

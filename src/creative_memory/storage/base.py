@@ -167,6 +167,7 @@ class EventLogStorage(Protocol):
         keep: Callable[[Event], Event | None],
         *,
         note: ErasureNote | None = None,
+        everything: bool = False,
     ) -> int:
         """Atomically rewrite the log through ``keep`` (``None`` drops an event) and, in the
         same critical section, delete every derived artefact of the user. Returns the
@@ -174,7 +175,9 @@ class EventLogStorage(Protocol):
         ``note`` nothing is written when nothing changes; with it (an erasure) the log of
         an existing user is always rewritten — a new generation, ``note`` kept with it
         (:meth:`rewrite_history`) — and derived artefacts always deleted, so a retried
-        erasure leaves nothing behind."""
+        erasure leaves nothing behind. ``everything`` (a full reset: ``keep`` drops every
+        event) goes on when stored events no longer decode: what must be erased need not
+        be read."""
         ...
 
     def replace_all(self, user_id: str, events: Sequence[Event]) -> None:

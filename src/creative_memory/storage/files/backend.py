@@ -32,7 +32,6 @@ from creative_memory.engine.errors import StorageError
 from creative_memory.engine.events import (
     CHAIN_GENESIS,
     Event,
-    decode_event_lines,
     encode_event,
     rechain,
     sequenced,
@@ -62,7 +61,12 @@ from creative_memory.storage.files.fsutil import atomic_write as atomic_write
 from creative_memory.storage.files.fsutil import fsync_dir as fsync_dir
 from creative_memory.storage.files.fsutil import make_private_dir as make_private_dir
 from creative_memory.storage.files.locks import UserLocks
-from creative_memory.storage.files.reading import decode_lines, open_with_header, read_whole_log
+from creative_memory.storage.files.reading import (
+    decode_chunk,
+    open_with_header,
+    read_whole_log,
+    unreadable_log,
+)
 from creative_memory.storage.files.settings import SettingsReader
 from creative_memory.storage.groupcommit import GroupCommit
 
@@ -199,18 +203,6 @@ class FileStorage:
             return []
         return sorted(str(p.relative_to(d)) for p in d.rglob("*"))
 
-    def _decode_chunk(
-        self, data: bytes | memoryview, path: Path, fd: int, offset: int
-    ) -> list[Event]:
-        """The events of ``data`` — the bytes from ``offset`` on of the log open as ``fd``
-        — in one call; on a bad line, the per-line decoder names it by its line number in
-        the file (counted then, from the file's start: only a corrupt log pays for it)."""
-        try:
-            return decode_event_lines(data)
-        except msgspec.DecodeError:
-            before = os.pread(fd, offset, 0).count(b"\n")
-            return decode_lines(bytes(data), path, before + 1)
-
     def event_count(self, user_id: str) -> int:
         """How many events the log holds: its complete lines after the header (a torn final
         line is not an event), counted without decoding them — and, while the log is the
@@ -278,7 +270,7 @@ class FileStorage:
                 if nl < 0:
                     carry = data
                     continue
-                chunk = self._decode_chunk(memoryview(data)[:nl], path, f.fileno(), end)
+                chunk = decode_chunk(memoryview(data)[:nl], path, f.fileno(), end)
                 carry = data[nl + 1 :]
                 end += nl + 1
                 if sink is None:
@@ -333,7 +325,7 @@ class FileStorage:
             if cut < buf_start:  # pragma: no cover - the walk always reads back to `cut`
                 raise StorageError(f"{path}: internal error reading the log")
             body = buf[cut - buf_start : end - 1 - buf_start] if end - 1 > cut else b""
-            events = self._decode_chunk(body, path, fd, cut) if body else []
+            events = decode_chunk(body, path, fd, cut) if body else []
         return LogSnapshot(
             events=events,
             generation=header.generation,
@@ -503,11 +495,19 @@ class FileStorage:
         keep: Callable[[Event], Event | None],
         *,
         note: ErasureNote | None = None,
+        everything: bool = False,
     ) -> int:
         """Rewrite the log through ``keep`` (temp file and rename) and purge derived data;
         with a ``note`` (an erasure) also when nothing changes."""
         with self.locked(user_id):
-            old, events, _ = self._whole_log(user_id)
+            try:
+                old, events, _ = self._whole_log(user_id)
+            except StorageError:  # a line no longer decodes: a full erasure goes on
+                if not everything:
+                    raise
+                floor, notes, lines = unreadable_log(self._log_path(user_id), note)
+                self._write_log(user_id, [], floor, notes)
+                return lines
             if old is None:
                 return 0
             max_seq = max([old.seq_floor, *(e.seq for e in events)])
@@ -544,11 +544,9 @@ class FileStorage:
 
     def import_events(self, user_id: str, decide: ImportDecision) -> ImportPlan:
         """Under the lock: read the log and settings, ``decide``, write (docs/storage.md,
-        "Imports"). An append is written as a new file — the log's bytes, then the new
-        events — through temp file, fsync and rename, keeping the generation (every byte
-        before the new events is unchanged, the header's erasure notes too): all or nothing
-        however many events, where one ``write`` of many lines can be cut short by a crash,
-        leaving some of them. A replace is :meth:`replace_all`'s (a new generation, noted)."""
+        "Imports"). An append is written as a new file (the log's bytes, then the new
+        events; temp file, fsync, rename), keeping the generation and the notes: all or
+        nothing. A replace is :meth:`replace_all`'s (a new generation, noted)."""
         with self.locked(user_id):
             old, events, kept = self._whole_log(user_id)
             plan = decide(events, self.read_settings(user_id))

@@ -3,13 +3,16 @@ writer that replaces it, and its events line by line when a corrupt line must be
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 from typing import BinaryIO
 
 import msgspec
 
+from creative_memory.engine.erasure_notes import ErasureNote, remember
 from creative_memory.engine.errors import StorageError
-from creative_memory.engine.events import Event, decode_event
+from creative_memory.engine.events import Event, decode_event, decode_event_lines
 from creative_memory.storage.files.appending import LogHeader, decode_header
 
 
@@ -28,6 +31,17 @@ def decode_lines(data: bytes, path: Path, first_lineno: int) -> list[Event]:
                 "the log is corrupt — restore it from a backup or an export"
             ) from exc
     return events
+
+
+def decode_chunk(data: bytes | memoryview, path: Path, fd: int, offset: int) -> list[Event]:
+    """The events of ``data`` — the bytes from ``offset`` on of the log open as ``fd``
+    — in one call; on a bad line, the per-line decoder names it by its line number in
+    the file (counted then, from the file's start: only a corrupt log pays for it)."""
+    try:
+        return decode_event_lines(data)
+    except msgspec.DecodeError:
+        before = os.pread(fd, offset, 0).count(b"\n")
+        return decode_lines(bytes(data), path, before + 1)
 
 
 def open_with_header(path: Path) -> tuple[BinaryIO, bytes, LogHeader] | None:
@@ -63,3 +77,24 @@ def read_whole_log(path: Path) -> tuple[LogHeader | None, list[Event], bytes]:
     header = decode_header(data[: header_end - 1], path)
     last_nl = data.rfind(b"\n")
     return header, decode_lines(data[header_end:last_nl], path, 2), data[: last_nl + 1]
+
+
+_SEQ = re.compile(rb'"seq"\s*:\s*([0-9]+)')
+
+
+def unreadable_log(path: Path, note: ErasureNote | None) -> tuple[int, list[ErasureNote], int]:
+    """What a full erasure (``note``) needs of the log at ``path`` when its lines no longer
+    all decode, read without decoding them (docs/storage.md, "Erasure"): the highest
+    ``seq`` any line or the header still shows (so no number is used again), the notes the
+    new log keeps (its header's, if readable, and ``note``), and how many event lines it
+    holds."""
+    data = path.read_bytes()
+    head, _, rest = data.partition(b"\n")
+    try:
+        header: LogHeader | None = decode_header(head, path)
+    except StorageError:
+        header = None
+    floor = max([0 if header is None else header.seq_floor, *map(int, _SEQ.findall(data))])
+    lines = sum(1 for line in rest.split(b"\n") if line.strip())
+    kept, after = ([], "") if header is None else (header.notes(), header.generation)
+    return floor, remember(kept, note or ErasureNote(), after), lines

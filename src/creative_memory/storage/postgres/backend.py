@@ -260,6 +260,7 @@ class PostgresStorage:
         keep: Callable[[Event], Event | None],
         *,
         note: ErasureNote | None = None,
+        everything: bool = False,  # each row decodes on its own: nothing to skip
     ) -> int:
         """Rewrite the log through ``keep`` in one transaction and purge derived rows; with
         a ``note`` (an erasure) also when nothing changes: a new generation, the note kept."""
