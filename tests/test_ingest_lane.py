@@ -34,6 +34,7 @@ from creative_memory.app.lane import (
 from creative_memory.engine.errors import StorageError
 from creative_memory.http import DaemonConfig, ThreadedDaemon
 from creative_memory.storage import FileStorage
+from creative_memory.storage.files import backend as files_backend
 from creative_memory.storage.files import deferred
 from tests.conftest import held_elsewhere, tag
 from tests.test_storage_durability import assert_log_sound
@@ -103,7 +104,7 @@ def test_a_block_s_appends_are_folded_from_memory_once_durable(
     def no_decoding(*args: object) -> None:
         raise AssertionError("read back what was folded from memory")
 
-    monkeypatch.setattr(FileStorage, "_decode_chunk", no_decoding)
+    monkeypatch.setattr(files_backend, "decode_chunk", no_decoding)
     folded = [r.to_dict() for r in store.list_preferences(U)]
     monkeypatch.undo()
     assert folded == [r.to_dict() for r in MemoryStore(tmp_path, derivation_version=version)
