@@ -247,6 +247,31 @@ def test_reset_all_never_reuses_seq(backend: Backend) -> None:
     assert [e.seq for e in store.events(USER)] == [5]
 
 
+@pytest.mark.parametrize("mode", ["replace", "merge"])
+def test_an_import_after_an_erasure_never_reuses_seq(
+    backend: Backend, tmp_path: Path, mode: str
+) -> None:
+    """Restoring a backup after a wipe (a replace, or a merge into the emptied log): the
+    archive's events are numbered on after every number the log handed out."""
+    clock = ManualClock()
+    store = backend.store(clock=clock)
+    for pat in ("a", "b", "c"):
+        store.ingest_signal(USER, tag(pat, ts=ts(clock)))
+    backup = tmp_path / "backup.json"
+    store.export_memory(USER, backup)
+    store.ingest_signal(USER, tag(SECRET, ts=ts(clock)))  # seq 4
+    store.reset_memory(USER, "all")
+    assert store.import_memory(USER, backup, mode=mode) == 3
+    events = backend.store(clock=clock).events(USER)
+    assert [e.seq for e in events] == [5, 6, 7]
+    assert [e.pattern for e in events if isinstance(e, SignalEvent)] == ["a", "b", "c"]
+    store.ingest_signal(USER, tag("d", ts=ts(clock)))
+    assert store.events(USER)[-1].seq == 8
+    # and into a user who never had a log, the archive's numbers are kept
+    assert store.import_memory("fresh", backup, mode=mode) == 3
+    assert [e.seq for e in store.events("fresh")] == [1, 2, 3]
+
+
 # -- export / import -------------------------------------------------------------------------
 def seed_mixed(store: MemoryStore, clock: ManualClock, n: int = 30, prefix: str = "p") -> None:
     for i in range(n):

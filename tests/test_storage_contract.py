@@ -269,23 +269,37 @@ def test_seq_never_reused_after_erasing_the_tail(backend: Backend) -> None:
     assert [e.seq for e in s.read_events(U).events] == [1, 2, 5]
 
 
-def test_replace_all_keeps_seq_and_raises_the_floor(backend: Backend) -> None:
+def test_replace_all_keeps_seq_above_every_number_used_and_raises_the_floor(
+    backend: Backend,
+) -> None:
     s = backend.storage()
-    s.append(U, [sig(f"p{i}") for i in range(6)])
+    s.replace_all(U, [msgspec.structs.replace(sig("first"), seq=4)])  # a new user: kept
+    assert [e.seq for e in s.read_events(U).events] == [4]
+    s.append(U, [sig(f"p{i}") for i in range(2)])  # 5, 6
     s.write_back(U, s.generation(U), "v1-k", b"state", b"{}\n")
     gen = s.generation(U)
+    s.replace_all(U, [msgspec.structs.replace(sig("big"), seq=50)])  # above 6: kept
+    assert [e.seq for e in s.read_events(U).events] == [50]
+    assert s.generation(U) != gen and s.cache_keys(U) == set()
+    assert [e.seq for e in s.append(U, [sig("n")])] == [51]
+    s.replace_all(U, [])
+    assert [e.seq for e in s.append(U, [sig("n2")])] == [52]
+
+
+def test_replace_all_never_reuses_a_number_handed_out_before(backend: Backend) -> None:
+    s = backend.storage()
+    s.append(U, [sig(f"p{i}") for i in range(6)])
+    s.rewrite(U, lambda e: None if patterns([e]) == ["p5"] else e)  # 6 erased
     imported = [
         msgspec.structs.replace(sig("i1"), seq=2),
-        msgspec.structs.replace(sig("i2"), seq=3),
+        msgspec.structs.replace(sig("i2"), seq=9),
     ]
     s.replace_all(U, imported)
-    events = s.read_events(U).events
-    assert [e.seq for e in events] == [2, 3] and patterns(events) == ["i1", "i2"]
+    events = backend.storage().read_events(U).events
+    # 2 was p1's and 1..6 were all handed out: numbered on after 6, in their order
+    assert [e.seq for e in events] == [7, 8] and patterns(events) == ["i1", "i2"]
     assert_chain(events)
-    assert s.generation(U) != gen and s.cache_keys(U) == set()
-    assert [e.seq for e in s.append(U, [sig("n")])] == [7]  # 1..6 were used before
-    s.replace_all(U, [msgspec.structs.replace(sig("big"), seq=50)])
-    assert [e.seq for e in s.append(U, [sig("n2")])] == [51]
+    assert [e.seq for e in s.append(U, [sig("n")])] == [9]
 
 
 def test_replace_all_creates_a_user(backend: Backend) -> None:
@@ -329,9 +343,9 @@ def test_import_events_replaces_like_replace_all(backend: Backend) -> None:
     imported = [msgspec.structs.replace(sig("i1"), seq=2)]
     s.import_events(U, lambda events, settings: ImportPlan(imported, replace=True))
     events = s.read_events(U).events
-    assert [e.seq for e in events] == [2] and patterns(events) == ["i1"]
+    assert [e.seq for e in events] == [5] and patterns(events) == ["i1"]  # 2 was p1's
     assert s.generation(U) != gen and s.read_settings(U) is None
-    assert [e.seq for e in s.append(U, [sig("n")])] == [5]
+    assert [e.seq for e in s.append(U, [sig("n")])] == [6]
 
 
 def test_import_events_into_a_new_user_and_a_decision_that_raises(backend: Backend) -> None:

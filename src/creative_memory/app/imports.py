@@ -36,7 +36,8 @@ def import_archive(store: MemoryStore, user_id: str, data: bytes, mode: str) -> 
     ``replace`` makes the log and the settings exactly the archive's. ``merge`` appends the
     archive's events that the log does not hold yet (by content) and keeps the local
     settings — except into a log without events, which becomes the archive's log whole
-    (its ``seq`` numbers kept), and a user without settings, who gets the archive's."""
+    (its ``seq`` numbers kept unless the log handed them out before), and a user without
+    settings, who gets the archive's."""
     if mode not in MODES:
         raise ValidationError("mode", f'mode must be "merge" or "replace", got {mode!r}')
     archive = decode_archive(data)  # format, checksum, chain and settings

@@ -193,6 +193,16 @@ def sequenced(events: Sequence[Event], last_seq: int, prev: str) -> list[Event]:
     )
 
 
+def numbered_above(events: Sequence[Event], used: int) -> list[Event]:
+    """``events`` (strictly increasing ``seq``) as a replaced log keeps them: with their own
+    ``seq`` when every one is above ``used`` — the highest number the log has handed out,
+    erased events' included — else numbered on from ``used + 1`` in their order, so no
+    number is used twice (docs/storage.md, "Imports")."""
+    if not events or events[0].seq > used:
+        return list(events)
+    return [msgspec.structs.replace(ev, seq=used + i) for i, ev in enumerate(events, 1)]
+
+
 def event_bucket(ev: SignalEvent | ComparisonEvent) -> str | None:
     """The record bucket a signal or a comparison is about: its project id when its scope
     is ``"project"``, else ``None`` (the global bucket)."""

@@ -181,9 +181,11 @@ class EventLogStorage(Protocol):
         ...
 
     def replace_all(self, user_id: str, events: Sequence[Event]) -> None:
-        """Atomically replace the whole log with ``events`` (keeping their ``seq``) and
-        delete every derived artefact of the user (a rewrite that erases nothing: its note
-        says so)."""
+        """Atomically replace the whole log with ``events`` and delete every derived
+        artefact of the user (a rewrite that erases nothing: its note says so). The events
+        keep their ``seq`` unless one of those numbers was handed out here before (an
+        erased event's included); then they are numbered on after the highest
+        (:func:`~creative_memory.engine.events.numbered_above`)."""
         ...
 
     def rewrite_history(self, user_id: str) -> tuple[str, list[ErasureNote]]:

@@ -33,6 +33,7 @@ from creative_memory.engine.events import (
     CHAIN_GENESIS,
     Event,
     encode_event,
+    numbered_above,
     rechain,
     sequenced,
 )
@@ -528,8 +529,8 @@ class FileStorage:
             return changed
 
     def replace_all(self, user_id: str, events: Sequence[Event]) -> None:
-        """Atomically replace the whole log with ``events`` (keeping their ``seq``; the chain
-        is recomputed). ``seq_floor`` keeps every number ever used here unusable."""
+        """Atomically replace the whole log with ``events`` (the chain recomputed; their
+        ``seq`` kept unless a number was used here before: :func:`numbered_above`)."""
         with self.locked(user_id):
             self._replace(user_id, events, *self._whole_log(user_id)[:2])
 
@@ -538,9 +539,10 @@ class FileStorage:
     ) -> None:
         """:meth:`replace_all` of a log whose header and events are ``old`` and ``had``
         (caller holds the lock): a rewrite that erases nothing, noted all the same."""
-        floor = max([old.seq_floor if old else 0, *(e.seq for e in [*had, *events])])
+        used = max([old.seq_floor if old else 0, *(e.seq for e in had)])
+        events = numbered_above(events, used)
         notes = [] if old is None else remember(old.notes(), ErasureNote(), old.generation)
-        self._write_log(user_id, events, floor, notes)
+        self._write_log(user_id, events, max([used, *(e.seq for e in events)]), notes)
 
     def import_events(self, user_id: str, decide: ImportDecision) -> ImportPlan:
         """Under the lock: read the log and settings, ``decide``, write (docs/storage.md,

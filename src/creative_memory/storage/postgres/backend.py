@@ -15,6 +15,7 @@ from creative_memory.engine.events import (
     CHAIN_GENESIS,
     Event,
     decode_event,
+    numbered_above,
     rechain,
     sequenced,
 )
@@ -320,8 +321,8 @@ class PostgresStorage:
         return [self._decode(user_id, seq, line) for seq, line in rows]
 
     def replace_all(self, user_id: str, events: Sequence[Event]) -> None:
-        """Atomically replace the whole log with ``events`` (keeping their ``seq``; the chain
-        is recomputed). ``seq_floor`` keeps every number ever used here unusable."""
+        """Atomically replace the whole log with ``events`` (the chain recomputed; their
+        ``seq`` kept unless a number was used here before: :func:`numbered_above`)."""
         with self._db.tx(user_id) as conn:
             row = conn.execute(
                 "SELECT generation, seq_floor, erasures::text FROM cm_users WHERE user_id = %s",
@@ -340,9 +341,10 @@ class PostgresStorage:
         """:meth:`replace_all` in ``conn``'s transaction (holding the user's lock), the
         user's row holding ``(generation, seq_floor, erasures)`` (``None``: no row yet): a
         rewrite that erases nothing, noted all the same."""
-        linked = rechain(events)
+        used = 0 if row is None else int(row[1])  # the highest seq ever assigned here
+        linked = rechain(numbered_above(events, used))
         generation = secrets.token_hex(8)
-        new_floor = max([0 if row is None else int(row[1]), *(e.seq for e in linked)])
+        new_floor = max([used, *(e.seq for e in linked)])
         if row is None:
             conn.execute(
                 "INSERT INTO cm_users (user_id, generation, seq_floor) VALUES (%s, %s, %s)",
