@@ -18,6 +18,8 @@ from creative_memory.storage.files import backend as files_backend
 from creative_memory.storage.files.backend import FileStorage
 from tests.conftest import ManualClock
 
+pytest_plugins = ["tests.pg_fixtures"]
+
 USER = "u"
 SECRET = "zz_secret_pat"
 
@@ -28,7 +30,13 @@ class Crash(Exception):
 
 def seeded(root: Path, clock: ManualClock) -> MemoryStore:
     """A user whose log, cache entries (one per prefix) and snapshot hold SECRET."""
-    store = MemoryStore(root, derivation_version="1", clock=clock, cache_capacity=100)
+    return seeded_store(
+        MemoryStore(root, derivation_version="1", clock=clock, cache_capacity=100)
+    )
+
+
+def seeded_store(store: MemoryStore) -> MemoryStore:
+    """``store`` with twelve events of USER, every third one of SECRET."""
     for i in range(12):
         pattern = SECRET if i % 3 == 0 else f"p{i}"
         store.ingest_signal(USER, {"signal_type": "explicit_tag", "preference_type": "color",
@@ -139,3 +147,38 @@ def test_a_full_reset_erases_a_log_whose_lines_no_longer_decode(
     store.ingest_signal(USER, {**again, "polarity": "positive", "scope": "global"})
     assert [e.seq for e in store.events(USER)] == [901]
     store.close()
+
+
+@pytest.mark.parametrize("damage", ["a-row", "the-notes-too"])
+def test_a_full_reset_erases_a_postgres_log_whose_rows_no_longer_decode(
+    pg_url: str, clock: ManualClock, damage: str
+) -> None:
+    """The same on PostgreSQL: a row (and the erasure notes) that no longer decode do not
+    keep a full reset from erasing every row, unread; anything less still refuses."""
+    import psycopg
+
+    from tests.backends import pg_places_containing
+
+    store = seeded_store(MemoryStore(pg_url, derivation_version="1", clock=clock))
+    store.forget(USER, "color", "p1")  # a first erasure: the user has notes
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE cm_events SET line = %s WHERE user_id = %s AND seq = 4",
+            (b'{"kind":"signal","garbage":"' + SECRET.encode() + b'","seq":900}', USER),
+        )
+        if damage == "the-notes-too":
+            conn.execute("UPDATE cm_users SET erasures = '{\"oops\": 1}' WHERE user_id = %s",
+                         (USER,))  # fmt: skip
+    fresh = MemoryStore(pg_url, derivation_version="1", clock=clock)
+    with pytest.raises(StorageError, match=r"not a valid event|unreadable erasure notes"):
+        fresh.forget(USER, "color", "p2")
+    with pytest.raises(StorageError):
+        fresh.reset_memory(USER, "global")
+    fresh.reset_memory(USER)
+    assert pg_places_containing(pg_url, SECRET.encode()) == []
+    assert fresh.events(USER) == []
+    again = {"signal_type": "thumbs_up", "preference_type": "color", "pattern": "after"}
+    fresh.ingest_signal(USER, {**again, "polarity": "positive", "scope": "global"})
+    assert [e.seq for e in fresh.events(USER)] == [13]  # 1..12 were handed out
+    store.close()
+    fresh.close()

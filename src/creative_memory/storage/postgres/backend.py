@@ -261,10 +261,12 @@ class PostgresStorage:
         keep: Callable[[Event], Event | None],
         *,
         note: ErasureNote | None = None,
-        everything: bool = False,  # each row decodes on its own: nothing to skip
+        everything: bool = False,
     ) -> int:
         """Rewrite the log through ``keep`` in one transaction and purge derived rows; with
-        a ``note`` (an erasure) also when nothing changes: a new generation, the note kept."""
+        a ``note`` (an erasure) also when nothing changes: a new generation, the note kept.
+        With ``everything`` (a full reset) rows or notes that no longer decode do not stop
+        it: what must be erased need not be read (:meth:`_erase_unread`)."""
         with self._db.tx(user_id) as conn:
             row = conn.execute(
                 "SELECT generation, seq_floor, erasures::text FROM cm_users WHERE user_id = %s",
@@ -272,43 +274,98 @@ class PostgresStorage:
             ).fetchone()
             if row is None or row[0] is None:
                 return 0
-            floor = int(row[1])
-            notes = self._notes(user_id, row[2])
-            if note is not None:
-                notes = remember(notes, note, row[0])
-            events = self._whole_log(conn, user_id)
-            max_seq = max([floor, *(e.seq for e in events)])
-            changed = 0
-            first_change: int | None = None  # index of the first dropped or changed event
-            survivors: list[Event] = []
-            for i, ev in enumerate(events):
-                new = keep(ev)
-                if new is not ev:
-                    changed += 1
-                    if first_change is None:
-                        first_change = i
-                if new is not None:
-                    survivors.append(new)
-            if note is None and (not changed or first_change is None):
+            changed: int | None
+            try:
+                notes = self._notes(user_id, row[2])
+                events = self._whole_log(conn, user_id)
+            except StorageError:  # a row no longer decodes: a full erasure goes on
+                if not everything:
+                    raise
+                changed = self._erase_unread(conn, user_id, row, note)
+            else:
+                changed = self._rewrite_read(conn, user_id, row, notes, events, keep, note)
+            if changed is None:
                 return 0
-            if first_change is not None:
-                kept = rechain(survivors)
-                # Events before the first change keep their rows (same content, same chain);
-                # everything from there on is deleted and the survivors re-inserted.
-                cut_seq = events[first_change].seq
-                conn.execute(
-                    "DELETE FROM cm_events WHERE user_id = %s AND seq >= %s", (user_id, cut_seq)
-                )
-                insert_events(conn, user_id, [e for e in kept if e.seq >= cut_seq])
-            conn.execute(
-                "UPDATE cm_users SET generation = %s, seq_floor = %s, erasures = %s::jsonb "
-                "WHERE user_id = %s",
-                (secrets.token_hex(8), max_seq, _encoder.encode(notes).decode(), user_id),
-            )
-            self._purge_derived(conn, user_id)  # same transaction: derived rows may hold
-            # erased content
         self._writer.forget(user_id)
         return changed
+
+    def _rewrite_read(
+        self,
+        conn: psycopg.Connection[tuple[Any, ...]],
+        user_id: str,
+        row: tuple[Any, ...],
+        notes: list[ErasureNote],
+        events: list[Event],
+        keep: Callable[[Event], Event | None],
+        note: ErasureNote | None,
+    ) -> int | None:
+        """:meth:`rewrite` of a log read whole (``row``: the user's generation, seq floor
+        and notes): the events changed, or ``None`` when nothing is written."""
+        if note is not None:
+            notes = remember(notes, note, row[0])
+        max_seq = max([int(row[1]), *(e.seq for e in events)])
+        changed = 0
+        first_change: int | None = None  # index of the first dropped or changed event
+        survivors: list[Event] = []
+        for i, ev in enumerate(events):
+            new = keep(ev)
+            if new is not ev:
+                changed += 1
+                if first_change is None:
+                    first_change = i
+            if new is not None:
+                survivors.append(new)
+        if note is None and (not changed or first_change is None):
+            return None
+        if first_change is not None:
+            kept = rechain(survivors)
+            # Events before the first change keep their rows (same content, same chain);
+            # everything from there on is deleted and the survivors re-inserted.
+            cut_seq = events[first_change].seq
+            conn.execute(
+                "DELETE FROM cm_events WHERE user_id = %s AND seq >= %s", (user_id, cut_seq)
+            )
+            insert_events(conn, user_id, [e for e in kept if e.seq >= cut_seq])
+        self._renew(conn, user_id, max_seq, notes)
+        return changed
+
+    def _erase_unread(
+        self,
+        conn: psycopg.Connection[tuple[Any, ...]],
+        user_id: str,
+        row: tuple[Any, ...],
+        note: ErasureNote | None,
+    ) -> int:
+        """A full erasure of a log whose rows (or notes) no longer all decode, without
+        decoding them (docs/storage.md, "Erasure"): every row deleted, the seq floor raised
+        to the highest seq any row holds, the notes kept when they still decode. Returns
+        the rows deleted."""
+        deleted = conn.execute(
+            "DELETE FROM cm_events WHERE user_id = %s RETURNING seq", (user_id,)
+        ).fetchall()
+        try:
+            kept = self._notes(user_id, row[2])
+        except StorageError:
+            kept = []
+        notes = remember(kept, note or ErasureNote(), row[0])
+        self._renew(conn, user_id, max([int(row[1]), *(int(r[0]) for r in deleted)]), notes)
+        return len(deleted)
+
+    def _renew(
+        self,
+        conn: psycopg.Connection[tuple[Any, ...]],
+        user_id: str,
+        floor: int,
+        notes: list[ErasureNote],
+    ) -> None:
+        """A rewritten log's new generation, seq floor and notes, and no derived row: in the
+        rewrite's transaction (derived rows may hold erased content)."""
+        conn.execute(
+            "UPDATE cm_users SET generation = %s, seq_floor = %s, erasures = %s::jsonb "
+            "WHERE user_id = %s",
+            (secrets.token_hex(8), floor, _encoder.encode(notes).decode(), user_id),
+        )
+        self._purge_derived(conn, user_id)
 
     def _whole_log(self, conn: psycopg.Connection[tuple[Any, ...]], user_id: str) -> list[Event]:
         """Every event of the log, in ``conn``'s transaction (holding the user's lock, for a
