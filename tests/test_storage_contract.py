@@ -538,3 +538,36 @@ def test_postgres_unreachable_database_is_a_storage_error(pg_url: str) -> None:
     with pytest.raises(StorageError) as info:
         PostgresStorage(bad, connect_timeout=5)
     assert "wrong-password" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://u:s3cretPW@[::1:55439/db",  # libpq quotes the whole URL
+        "postgresql://u:s3cretPW%zz@127.0.0.1:55439/db",  # ... or the password token
+        "postgresql://u:pw@127.0.0.1:55439/db?password=s3cretPW%zz",
+        "postgresql://u:s3cret%50W@[::1:55439/db",  # percent-encoded: neither form shows
+    ],
+)
+def test_an_unparsable_url_is_a_storage_error_without_its_password(url: str) -> None:
+    from creative_memory.storage.postgres import PostgresStorage
+
+    with pytest.raises(StorageError) as info:
+        PostgresStorage(url, connect_timeout=1)
+    text = str(info.value)
+    assert "s3cret" not in text and "***" in text and "\n" not in text
+
+
+def test_a_connect_timeout_the_url_gets_wrong_fails_at_once(pg_url: str) -> None:
+    """The pool connects as the first, direct connection does: a URL whose
+    ``connect_timeout`` libpq refuses fails there, in one line, not after the pool's 30 s."""
+    from creative_memory.storage.postgres import PostgresStorage
+
+    with pytest.raises(StorageError, match=r"connect_timeout=abc: .*connect_timeout"):
+        PostgresStorage(f"{pg_url}&connect_timeout=abc", connect_timeout=1)
+    # a URL that names a good one is used as given, by the pool too
+    storage = PostgresStorage(f"{pg_url}&connect_timeout=3", connect_timeout=1)
+    try:
+        assert storage.append(U, [sig("a")])[0].seq == 1
+    finally:
+        storage.close()

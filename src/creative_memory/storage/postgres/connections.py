@@ -11,10 +11,11 @@ from collections.abc import Iterator
 from typing import Any, LiteralString
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool
 
 from creative_memory.engine.errors import StorageError
-from creative_memory.storage.postgres.schema import message, migrate, redact_url
+from creative_memory.storage.postgres.schema import message, migrate, redact_url, scrub
 
 #: A pooled connection idle for longer than this is pinged before a read (always before a
 #: locked transaction); when the ping fails, every idle connection is checked and the call
@@ -40,15 +41,24 @@ class Connections:
 
     def __init__(self, url: str, *, min_size: int, max_size: int, connect_timeout: float) -> None:
         self.described = redact_url(url)
+        self._url = url
         self._last_used: weakref.WeakKeyDictionary[Conn, float] = weakref.WeakKeyDictionary()
         self._used_lock = threading.Lock()
+        # The direct connection and the pool connect with the same parameters: the URL's
+        # connect_timeout when it names one (libpq judges it), else ``connect_timeout``.
+        try:
+            given = conninfo_to_dict(url)
+        except psycopg.Error as exc:
+            raise self.error(exc) from exc
+        if "connect_timeout" not in given:
+            url = make_conninfo(url, connect_timeout=str(max(1, int(connect_timeout))))
         # Migrate over a direct connection first: a wrong URL or password fails here at
         # once with the server's message (the pool would only time out).
         try:
-            with psycopg.connect(url, connect_timeout=max(1, int(connect_timeout))) as conn:
+            with psycopg.connect(url) as conn:
                 migrate(conn)
         except psycopg.Error as exc:
-            raise StorageError(f"{self.described}: {message(exc)}") from exc
+            raise self.error(exc) from exc
         self._pool: ConnectionPool[Conn] = ConnectionPool(
             url,
             min_size=min_size,
@@ -68,8 +78,9 @@ class Connections:
         self._pool.close()
 
     def error(self, exc: BaseException) -> StorageError:
-        """``exc`` as a :class:`StorageError` naming the (redacted) database."""
-        return StorageError(f"{self.described}: {message(exc)}")
+        """``exc`` as a :class:`StorageError` naming the (redacted) database, with no
+        password in it (libpq's messages may quote the URL)."""
+        return StorageError(f"{self.described}: {scrub(message(exc), self._url)}")
 
     def _acquire(self, *, ping: bool) -> Conn:
         """A pooled connection known to work: pinged first when ``ping`` (locked writes) or
