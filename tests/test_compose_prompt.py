@@ -281,8 +281,14 @@ def test_joins() -> None:
 def test_crlf_prompts_are_recognised_and_kept() -> None:
     host = "# Charter\r\n\r\n## Personal memory\r\n\r\nfacts\r\n\r\n## Active skill — x\r\n"
     out = ins(host)
-    assert out == host.replace("## Active skill", MEM + "\n\n## Active skill")
+    crlf_mem = MEM.replace("\n", "\r\n")
+    assert out == host.replace("## Active skill", crlf_mem + "\r\n\r\n## Active skill")
+    assert "\n" not in out.replace("\r\n", "")  # CRLF in, CRLF out
     assert ins(out) == out
+    assert ins("x\r\n") == "x\r\n\r\n" + crlf_mem + "\r\n"
+    # mixed line ends: what is added uses \n
+    mixed = "# Charter\n\n## Personal memory\r\nfacts\r\n\r\n## Active skill — x\r\n"
+    assert ins(mixed) == mixed.replace("## Active skill", MEM + "\n\n## Active skill")
 
 
 def test_replacement_and_idempotence() -> None:

@@ -468,7 +468,8 @@ def insert_memory_block_into_prompt(prompt: str, block: str) -> str:
     The block (surrounding whitespace stripped) is put on its own lines at the start of the
     heading line it precedes and followed by one blank line; a line break is added before it
     only where the text before does not already end with a blank line. At the end it is
-    followed by one line break. Every other character of ``prompt`` is kept. An empty (or
+    followed by one line break. Every other character of ``prompt`` is kept; in a prompt
+    whose every line ends in ``\r\n``, what is added does too. An empty (or
     blank) ``block`` returns ``prompt`` unchanged. ``block`` must start with a ``#``/``##``
     creative-memory heading and hold no other known heading and no code fence (the
     generation and critique blocks qualify). See docs/prompt-composition.md.
@@ -500,9 +501,10 @@ def insert_memory_block_into_prompt(prompt: str, block: str) -> str:
         at = next((start for start, kind in sections if kind in _BEFORE_KINDS), at)
     before, after = prompt[:at], prompt[at:]
     lead = _blank_line_before(before)
-    if after:
-        return before + lead + text + "\n\n" + after
-    return before + lead + text + "\n"
+    added = lead + text + ("\n\n" if after else "\n")
+    if "\n" in prompt and prompt.count("\n") == prompt.count("\r\n"):
+        added = added.replace("\r\n", "\n").replace("\n", "\r\n")  # a CRLF prompt stays CRLF
+    return before + added + after
 
 
 # ---------------------------------------------------------------------------------------------
