@@ -10,7 +10,7 @@ import pytest
 
 from creative_memory import MemoryStore, adapter
 from creative_memory.capture.layer import CaptureConfig, CaptureLayer, describe
-from creative_memory.engine.errors import StorageError
+from creative_memory.engine.errors import StorageError, ValidationError
 from creative_memory.engine.events import RefinementEvent, SignalEvent
 from creative_memory.engine.models import Preference
 from creative_memory.engine.timeutil import parse_ts
@@ -380,6 +380,32 @@ def test_config_validation() -> None:
         CaptureConfig(coalesce_window_s=-1)
     with pytest.raises(ValueError):
         CaptureConfig(abandon_mode="whatever")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), "30", True, None, -0.5])
+@pytest.mark.parametrize("name", ["coalesce_window_s", "thumbs_debounce_s"])
+def test_config_windows_must_be_finite_non_negative_numbers(name: str, value: object) -> None:
+    with pytest.raises(ValidationError) as err:
+        CaptureConfig(**{name: value})  # type: ignore[arg-type]
+    assert err.value.field == name and name in str(err.value)
+
+
+def test_config_trigger_sets_are_sets_of_strings() -> None:
+    with pytest.raises(ValidationError) as err:
+        CaptureConfig(accept_triggers="explicit")  # type: ignore[arg-type]
+    assert err.value.field == "accept_triggers"
+    with pytest.raises(ValidationError) as err:
+        CaptureConfig(edit_triggers=frozenset({"manual_edit", 5}))  # type: ignore[arg-type]
+    assert err.value.field == "edit_triggers"
+    cfg = CaptureConfig(tag_triggers=["explicit", "menu"], coalesce_window_s=0)  # type: ignore[arg-type]
+    assert cfg.tag_triggers == frozenset({"explicit", "menu"})
+
+
+def test_a_trigger_is_matched_whole_not_as_a_substring(mem: MemoryStore) -> None:
+    cap = CaptureLayer(mem, CaptureConfig(accept_triggers=frozenset({"explicit"})))
+    r = cap.submit_many([ev("generation_accepted", trigger=t) for t in ("e", "pl", "")], at(0))
+    assert r.rejected == 3
+    assert signals(mem) == []
 
 
 def test_non_string_trigger_is_rejected_not_crashing(tmp_path: Path) -> None:

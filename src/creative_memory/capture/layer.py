@@ -63,7 +63,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from creative_memory.capture import adapter
 from creative_memory.capture.adapter import Handler, SignalSink
@@ -72,6 +72,7 @@ from creative_memory.capture.checks import check_event
 from creative_memory.capture.checks import check_trigger as _check_trigger
 from creative_memory.capture.checks import prevalidate as _prevalidate
 from creative_memory.capture.checks import short as _short
+from creative_memory.capture.config import AbandonMode, CaptureConfig
 from creative_memory.capture.delivery import (
     Deliveries,
     Delivery,
@@ -88,35 +89,11 @@ from creative_memory.engine.erasure import Erasure
 from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.timeutil import instant_to_ms
 
-AbandonMode = Literal["active_tab", "any_pending"]
 Instant = int | str | datetime
 
 CAPTURE_ONLY_KINDS = ("generation_started", "tab_activated")
 #: The kinds whose events the layer holds (an edit window, an unsettled generation).
 HELD_KINDS = ("artifact_edited_and_saved", "generation_started")
-
-
-@dataclass(frozen=True)
-class CaptureConfig:
-    """Capture rules. Trigger sets name the host's ``trigger`` values that count; an event
-    without a ``trigger`` is taken as the canonical explicit action."""
-
-    coalesce_window_s: float = 30.0
-    thumbs_debounce_s: float = 2.0
-    abandon_mode: AbandonMode = "active_tab"
-    accept_triggers: frozenset[str] = frozenset({"explicit"})
-    edit_triggers: frozenset[str] = frozenset({"manual_edit", "bridge_save", "finalize_save"})
-    tag_triggers: frozenset[str] = frozenset({"explicit"})
-    abandon_triggers: frozenset[str] = frozenset({"explicit_discard", "new_generation"})
-    revert_triggers: frozenset[str] = frozenset({"history_panel"})
-
-    def __post_init__(self) -> None:
-        if self.coalesce_window_s < 0 or self.thumbs_debounce_s < 0:
-            raise ValueError("capture windows must be >= 0 seconds")
-        if self.abandon_mode not in ("active_tab", "any_pending"):
-            raise ValueError(
-                f"abandon_mode must be 'active_tab' or 'any_pending', got {self.abandon_mode!r}"
-            )
 
 
 @dataclass
