@@ -192,7 +192,8 @@ def artifacts_of(kind: str, clean: Mapping[str, Any]) -> list[str]:
 
 def merge_edits(events: list[dict[str, Any]]) -> dict[str, Any]:
     """One edit-save from a window: the last save's artifact state and time; every save's
-    diff (a single diff stays as it was)."""
+    diff (a single diff stays as it was), wrapped in ``COALESCED_DIFF_LEVELS`` levels —
+    which the wire's diff depth limit leaves room for (``capture/wire.py``)."""
     last = dict(events[-1])
     last["event"] = "artifact_edited_and_saved"
     diffs = [e["diff"] for e in events if e.get("diff") is not None]

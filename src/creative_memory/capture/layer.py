@@ -70,7 +70,6 @@ from creative_memory.capture.adapter import Handler, SignalSink
 from creative_memory.capture.checks import Rejected as _Rejected
 from creative_memory.capture.checks import check_event
 from creative_memory.capture.checks import check_trigger as _check_trigger
-from creative_memory.capture.checks import prevalidate as _prevalidate
 from creative_memory.capture.checks import short as _short
 from creative_memory.capture.config import AbandonMode, CaptureConfig
 from creative_memory.capture.delivery import (
@@ -331,10 +330,8 @@ class CaptureLayer:
         elif kind == "revert_after_edit":
             _check_trigger(trigger, "history_panel", cfg.revert_triggers, kind)
         elif kind == "thumbs_rated":
-            try:  # only a click that will be stored opens (or is held by) a debounce
-                check_event(self._handlers[kind], raw, now_ms)
-            except ValidationError as exc:
-                raise _Rejected(str(exc)) from exc
+            # only a click that will be stored opens (or is held by) a debounce
+            check_event(self._handlers[kind], raw, now_ms)
             debounced = self._debounce_thumbs(raw, now_ms)
             if debounced is not None:
                 return "coalesced", debounced
@@ -389,7 +386,8 @@ class CaptureLayer:
     def _edit(
         self, raw: Mapping[str, Any], now_ms: int, report: CaptureReport, held: Held | None
     ) -> tuple[Status, str | None]:
-        _prevalidate(raw)
+        # judged on its own before it joins a window: one bad save never fails the others
+        check_event(self._handlers["artifact_edited_and_saved"], raw, now_ms)
         clean = self.redaction.redact_event(raw, report.redactions)
         user = clean["user_id"]
         key = (user, _str_or_none(clean.get("artifact_id")), _str_or_none(clean.get("session_id")))
@@ -440,7 +438,8 @@ class CaptureLayer:
         active = raw.get("active", True)
         if not isinstance(active, bool):
             raise _Rejected("generation_started: active must be true or false")
-        _prevalidate(raw)
+        # judged now as the abandonment it may become, so it is never accepted, then failed
+        check_event(self._handlers["generation_abandoned"], raw, now_ms)
         clean = self.redaction.redact_event(raw, report.redactions)
         session = self._sessions.setdefault(
             (user, _str_or_none(clean.get("session_id"))), _Session()
