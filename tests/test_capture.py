@@ -463,3 +463,58 @@ def test_settled_sessions_are_pruned(tmp_path: Path) -> None:
             "2026-01-01T00:00:00Z",
         )
     assert layer._sessions == {}
+
+
+# -- out-of-order capture times ------------------------------------------------------------
+def test_a_click_earlier_than_the_previous_one_is_not_debounced(mem: MemoryStore) -> None:
+    """A replayed file out of order (or a clock set back): a click 5 minutes before the
+    previous one is not "within 2 s" of it; the later click stays the one a burst repeats."""
+    cap = CaptureLayer(mem)
+    r = cap.submit(ev("thumbs_rated", rating="down", session_id="s2"), at(300))
+    r.extend(cap.submit(ev("thumbs_rated", rating="down"), at(0)))
+    r.extend(cap.submit(ev("thumbs_rated", rating="down"), at(299.5)))  # 0.5 s before the first
+    r.extend(cap.submit(ev("thumbs_rated", rating="down"), at(301)))  # 1 s after it: a repeat
+    assert [x.status for x in r.results] == ["accepted", "accepted", "accepted", "coalesced"]
+    assert signals(mem) == [("thumbs_down", "p_a1")] * 3
+
+
+def test_a_save_earlier_than_the_window_s_latest_save_does_not_join_it(
+    mem: MemoryStore,
+) -> None:
+    cap = CaptureLayer(mem)
+    late = ev("artifact_edited_and_saved", diff={"n": 2}, timestamp="2025-03-01T10:05:00Z")
+    r = cap.submit(late, at(300))
+    r.extend(cap.submit(ev("artifact_edited_and_saved", diff={"n": 1}), at(0)))
+    assert [x.status for x in r.results] == ["accepted", "flushed", "accepted"]
+    # inside a window too: a save before its latest save starts a window of its own
+    r = cap.submit(ev("artifact_edited_and_saved", "a2", diff={"n": 3}), at(10))
+    r.extend(cap.submit(ev("artifact_edited_and_saved", "a2", diff={"n": 4}), at(20)))
+    r.extend(cap.submit(ev("artifact_edited_and_saved", "a2", diff={"n": 5}), at(15)))
+    assert [x.status for x in r.results] == ["accepted", "coalesced", "flushed", "accepted"]
+    cap.close()
+    assert [x.diff for x in refinements(mem)] == [
+        {"n": 2},
+        {"coalesced_saves": 2, "diffs": [{"n": 3}, {"n": 4}]},
+        {"n": 1},
+        {"n": 5},
+    ]
+
+
+def test_a_replayed_file_out_of_order_debounces_and_merges_nothing(mem: MemoryStore) -> None:
+    """``creative-memory ingest`` replays a file with each event's own time as its capture
+    time (MemoryService.ingest): a thumbs click and a save dated 5 minutes before the line
+    above them are events of their own."""
+    from creative_memory.app.results import IngestInput
+    from creative_memory.app.service import MemoryService
+
+    late, early = "2025-03-01T10:05:00Z", "2025-03-01T10:00:00Z"
+    lines = [
+        ev("thumbs_rated", rating="down", session_id="s2", timestamp=late),
+        ev("thumbs_rated", rating="down", timestamp=early),
+        ev("artifact_edited_and_saved", "a2", diff={"n": 1}, timestamp=late),
+        ev("artifact_edited_and_saved", "a2", diff={"n": 2}, timestamp=early),
+    ]
+    items = [IngestInput(where=f"line {i + 1}", value=v) for i, v in enumerate(lines)]
+    result = MemoryService(mem).ingest(U, items, CaptureLayer(mem), close=True)
+    assert (result.accepted, result.coalesced, result.flushed) == (4, 0, 2)
+    assert [x.diff for x in refinements(mem)] == [{"n": 1}, {"n": 2}]

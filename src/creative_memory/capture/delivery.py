@@ -30,10 +30,12 @@ WindowKey = tuple[str, str | None, str | None]  # (user, artifact, session)
 
 @dataclass
 class EditWindow:
-    """A coalescing window of edit-saves: when it opened, when it expires, its order, and
-    what the store said when it opened (``held``: every save in it was captured so)."""
+    """A coalescing window of edit-saves: when its latest save was captured (a save
+    captured before that does not join: docs/capture.md, "Capture rules"), when it expires
+    (30 s after its first save, by default), its order, and what the store said when it
+    opened (``held``: every save in it was captured so)."""
 
-    opened_ms: int
+    latest_ms: int
     deadline_ms: int
     order: int
     events: list[dict[str, Any]]

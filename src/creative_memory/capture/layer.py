@@ -13,11 +13,12 @@ generation_accepted       only an explicit "Use this" (``trigger`` absent or ``e
                           tab promotion / idle preview are rejected
 artifact_edited_and_saved coalesced per ``(user, artifact_id, session_id)``: the first save
                           opens a 30 s window, later saves in it are merged, one signal is
-                          delivered when the window expires (or on ``close()``)
+                          delivered when the window expires (or on ``close()``); a save
+                          captured before the window's latest one opens its own
 explicit_tag_applied      explicit tags only (``trigger`` ``chat_nlp`` is rejected); the tag
                           must be in ``TAG_POLARITY`` (the adapter checks)
 thumbs_rated              repeated clicks with the same rating on one artifact within
-                          ``thumbs_debounce_s`` of the previous click count once
+                          ``thumbs_debounce_s`` after the previous click count once
 generation_abandoned      explicit discard (or a host-detected new generation); never on
                           inactivity
 (inferred abandonment)    ``generation_started`` while a previous generation of the same
@@ -396,8 +397,11 @@ class CaptureLayer:
         joins = window is not None and (
             window.held == held if window.held is None else window.held.admits(held)
         )
-        if window is not None and now_ms < window.deadline_ms and joins:
+        # only a save captured in [latest save, deadline) joins: an older one (a file
+        # replayed out of order, a clock set back) is never merged as if within the window
+        if window is not None and window.latest_ms <= now_ms < window.deadline_ms and joins:
             window.events.append(clean)
+            window.latest_ms = now_ms
             n = len(window.events)
             return "coalesced", f"merged into the pending edit-save ({n} saves in this window)"
         if window is not None:  # expired but not yet flushed (no call since), or captured
@@ -415,10 +419,12 @@ class CaptureLayer:
         key = (user, _str_or_none(raw.get("artifact_id")))
         prev = self._thumbs.get(key)
         window_ms = round(self.config.thumbs_debounce_s * 1000)
-        if prev is not None and prev[1] == rating and now_ms - prev[0] < window_ms:
+        # an earlier click than the latest one (out of order) is never "within" its window
+        if prev is not None and prev[1] == rating and 0 <= now_ms - prev[0] < window_ms:
             self._thumbs[key] = (now_ms, rating)  # a burst of clicks counts once
             return f"repeated thumbs-{rating} click within {self.config.thumbs_debounce_s:g} s"
-        self._thumbs[key] = (now_ms, str(rating))
+        if prev is None or now_ms >= prev[0]:  # the latest click stays the one to repeat
+            self._thumbs[key] = (now_ms, str(rating))
         return None
 
     def _generation_started(
