@@ -518,3 +518,76 @@ def test_a_replayed_file_out_of_order_debounces_and_merges_nothing(mem: MemorySt
     result = MemoryService(mem).ingest(U, items, CaptureLayer(mem), close=True)
     assert (result.accepted, result.coalesced, result.flushed) == (4, 0, 2)
     assert [x.diff for x in refinements(mem)] == [{"n": 1}, {"n": 2}]
+
+
+# -- adapter error names -------------------------------------------------------------------
+def _compared(**kw: Any) -> dict[str, Any]:
+    def side(art: str, pattern: str) -> dict[str, Any]:
+        meta = {"signals": [{"preference_type": "t", "pattern": "fine"}]}
+        meta["signals"].append({"preference_type": "t", "pattern": pattern})
+        return {"artifact_id": art, "artifact_meta": meta}
+
+    out = ev("pairwise_comparison", chose=side("a", "x"), over=side("b", "y"))
+    out.update(kw)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("handler", "event", "field"),
+    [
+        (
+            adapter.on_thumbs_rated,
+            ev(
+                "thumbs_rated",
+                rating="up",
+                artifact_meta={
+                    "signals": [
+                        {"preference_type": "c", "pattern": "ok"},
+                        {"preference_type": "c", "pattern": "bad\nline"},
+                    ]
+                },
+            ),
+            "artifact_meta.signals[1].pattern",
+        ),
+        (
+            adapter.on_generation_accepted,
+            ev(
+                "generation_accepted",
+                artifact_meta={"signals": [{"preference_type": "c\u202e", "pattern": "ok"}]},
+            ),
+            "artifact_meta.signals[0].preference_type",
+        ),
+        (
+            adapter.on_pairwise_comparison,
+            _compared(
+                over={
+                    "artifact_id": "b",
+                    "artifact_meta": {"signals": [{"preference_type": "t", "pattern": "y\u202e"}]},
+                }
+            ),
+            "over.artifact_meta.signals[0].pattern",
+        ),
+        (
+            adapter.on_pairwise_comparison,
+            _compared(chose={"artifact_id": "a\nb", "artifact_meta": {"signals": []}}),
+            "chose.artifact_id",
+        ),
+        (adapter.on_pairwise_comparison, _compared(dimensions=["ok", "a\nb"]), "dimensions[1]"),
+        (adapter.on_pairwise_comparison, _compared(session_id="s\n1"), "session_id"),
+    ],
+    ids=["signal-index", "preference-type", "comparison-side", "side-id", "dimension", "session"],
+)
+def test_adapter_errors_name_the_wire_field_and_write_nothing(
+    mem: MemoryStore, handler: adapter.Handler, event: dict[str, Any], field: str
+) -> None:
+    """The adapter names a field as the wire does (the capture layer's check, the same
+    names), a list entry by its index (docs/engine.md, "Adapter")."""
+    with pytest.raises(ValidationError) as err:
+        handler(mem, event)
+    assert err.value.field == field
+    assert field in str(err.value)
+    assert signals(mem) == []
+    if event["event"] != "pairwise_comparison":  # the capture layer's wire check agrees
+        r = CaptureLayer(mem).submit(event, at(0))
+        assert [x.status for x in r.results] == ["rejected"]
+        assert field in (r.results[0].reason or "")

@@ -45,8 +45,7 @@ def check_trigger(trigger: object, default: str, allowed: frozenset[str], kind: 
         raise Rejected(f"{kind}: trigger must be a string, got {type(t).__name__}")
     if t not in allowed:
         raise Rejected(
-            f"{kind} is not captured from trigger {short(t)}; "
-            f"allowed: {', '.join(sorted(allowed))}"
+            f"{kind} is not captured from trigger {short(t)}; allowed: {', '.join(sorted(allowed))}"
         )
 
 
