@@ -10,7 +10,7 @@ import pytest
 
 from creative_memory import MemoryStore, adapter
 from creative_memory.capture.layer import CaptureConfig, CaptureLayer, describe
-from creative_memory.engine.errors import StorageError
+from creative_memory.engine.errors import StorageError, ValidationError
 from creative_memory.engine.events import RefinementEvent, SignalEvent
 from creative_memory.engine.models import Preference
 from creative_memory.engine.timeutil import parse_ts
@@ -148,11 +148,15 @@ def test_other_feedback_on_an_artifact_flushes_its_pending_edit_first(mem: Memor
 
 def test_a_storage_failure_on_flush_keeps_the_event_pending(mem: MemoryStore) -> None:
     calls: list[Mapping[str, Any]] = []
+    checked: list[Mapping[str, Any]] = []
     fail = [True]
 
     def flaky(
         store: adapter.SignalSink, event: Mapping[str, Any], *, records: bool = True
     ) -> list[Preference | None]:
+        checked.append(event)
+        if len(checked) == 1:  # the check the save passes before it opens its window
+            return []
         if fail[0]:
             fail[0] = False
             raise StorageError("disk full")
@@ -382,6 +386,32 @@ def test_config_validation() -> None:
         CaptureConfig(abandon_mode="whatever")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), "30", True, None, -0.5])
+@pytest.mark.parametrize("name", ["coalesce_window_s", "thumbs_debounce_s"])
+def test_config_windows_must_be_finite_non_negative_numbers(name: str, value: object) -> None:
+    with pytest.raises(ValidationError) as err:
+        CaptureConfig(**{name: value})  # type: ignore[arg-type]
+    assert err.value.field == name and name in str(err.value)
+
+
+def test_config_trigger_sets_are_sets_of_strings() -> None:
+    with pytest.raises(ValidationError) as err:
+        CaptureConfig(accept_triggers="explicit")  # type: ignore[arg-type]
+    assert err.value.field == "accept_triggers"
+    with pytest.raises(ValidationError) as err:
+        CaptureConfig(edit_triggers=frozenset({"manual_edit", 5}))  # type: ignore[arg-type]
+    assert err.value.field == "edit_triggers"
+    cfg = CaptureConfig(tag_triggers=["explicit", "menu"], coalesce_window_s=0)  # type: ignore[arg-type]
+    assert cfg.tag_triggers == frozenset({"explicit", "menu"})
+
+
+def test_a_trigger_is_matched_whole_not_as_a_substring(mem: MemoryStore) -> None:
+    cap = CaptureLayer(mem, CaptureConfig(accept_triggers=frozenset({"explicit"})))
+    r = cap.submit_many([ev("generation_accepted", trigger=t) for t in ("e", "pl", "")], at(0))
+    assert r.rejected == 3
+    assert signals(mem) == []
+
+
 def test_non_string_trigger_is_rejected_not_crashing(tmp_path: Path) -> None:
     from creative_memory import CaptureLayer, MemoryStore
 
@@ -433,3 +463,131 @@ def test_settled_sessions_are_pruned(tmp_path: Path) -> None:
             "2026-01-01T00:00:00Z",
         )
     assert layer._sessions == {}
+
+
+# -- out-of-order capture times ------------------------------------------------------------
+def test_a_click_earlier_than_the_previous_one_is_not_debounced(mem: MemoryStore) -> None:
+    """A replayed file out of order (or a clock set back): a click 5 minutes before the
+    previous one is not "within 2 s" of it; the later click stays the one a burst repeats."""
+    cap = CaptureLayer(mem)
+    r = cap.submit(ev("thumbs_rated", rating="down", session_id="s2"), at(300))
+    r.extend(cap.submit(ev("thumbs_rated", rating="down"), at(0)))
+    r.extend(cap.submit(ev("thumbs_rated", rating="down"), at(299.5)))  # 0.5 s before the first
+    r.extend(cap.submit(ev("thumbs_rated", rating="down"), at(301)))  # 1 s after it: a repeat
+    assert [x.status for x in r.results] == ["accepted", "accepted", "accepted", "coalesced"]
+    assert signals(mem) == [("thumbs_down", "p_a1")] * 3
+
+
+def test_a_save_earlier_than_the_window_s_latest_save_does_not_join_it(
+    mem: MemoryStore,
+) -> None:
+    cap = CaptureLayer(mem)
+    late = ev("artifact_edited_and_saved", diff={"n": 2}, timestamp="2025-03-01T10:05:00Z")
+    r = cap.submit(late, at(300))
+    r.extend(cap.submit(ev("artifact_edited_and_saved", diff={"n": 1}), at(0)))
+    assert [x.status for x in r.results] == ["accepted", "flushed", "accepted"]
+    # inside a window too: a save before its latest save starts a window of its own
+    r = cap.submit(ev("artifact_edited_and_saved", "a2", diff={"n": 3}), at(10))
+    r.extend(cap.submit(ev("artifact_edited_and_saved", "a2", diff={"n": 4}), at(20)))
+    r.extend(cap.submit(ev("artifact_edited_and_saved", "a2", diff={"n": 5}), at(15)))
+    assert [x.status for x in r.results] == ["accepted", "coalesced", "flushed", "accepted"]
+    cap.close()
+    assert [x.diff for x in refinements(mem)] == [
+        {"n": 2},
+        {"coalesced_saves": 2, "diffs": [{"n": 3}, {"n": 4}]},
+        {"n": 1},
+        {"n": 5},
+    ]
+
+
+def test_a_replayed_file_out_of_order_debounces_and_merges_nothing(mem: MemoryStore) -> None:
+    """``creative-memory ingest`` replays a file with each event's own time as its capture
+    time (MemoryService.ingest): a thumbs click and a save dated 5 minutes before the line
+    above them are events of their own."""
+    from creative_memory.app.results import IngestInput
+    from creative_memory.app.service import MemoryService
+
+    late, early = "2025-03-01T10:05:00Z", "2025-03-01T10:00:00Z"
+    lines = [
+        ev("thumbs_rated", rating="down", session_id="s2", timestamp=late),
+        ev("thumbs_rated", rating="down", timestamp=early),
+        ev("artifact_edited_and_saved", "a2", diff={"n": 1}, timestamp=late),
+        ev("artifact_edited_and_saved", "a2", diff={"n": 2}, timestamp=early),
+    ]
+    items = [IngestInput(where=f"line {i + 1}", value=v) for i, v in enumerate(lines)]
+    result = MemoryService(mem).ingest(U, items, CaptureLayer(mem), close=True)
+    assert (result.accepted, result.coalesced, result.flushed) == (4, 0, 2)
+    assert [x.diff for x in refinements(mem)] == [{"n": 1}, {"n": 2}]
+
+
+# -- adapter error names -------------------------------------------------------------------
+def _compared(**kw: Any) -> dict[str, Any]:
+    def side(art: str, pattern: str) -> dict[str, Any]:
+        meta = {"signals": [{"preference_type": "t", "pattern": "fine"}]}
+        meta["signals"].append({"preference_type": "t", "pattern": pattern})
+        return {"artifact_id": art, "artifact_meta": meta}
+
+    out = ev("pairwise_comparison", chose=side("a", "x"), over=side("b", "y"))
+    out.update(kw)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("handler", "event", "field"),
+    [
+        (
+            adapter.on_thumbs_rated,
+            ev(
+                "thumbs_rated",
+                rating="up",
+                artifact_meta={
+                    "signals": [
+                        {"preference_type": "c", "pattern": "ok"},
+                        {"preference_type": "c", "pattern": "bad\nline"},
+                    ]
+                },
+            ),
+            "artifact_meta.signals[1].pattern",
+        ),
+        (
+            adapter.on_generation_accepted,
+            ev(
+                "generation_accepted",
+                artifact_meta={"signals": [{"preference_type": "c\u202e", "pattern": "ok"}]},
+            ),
+            "artifact_meta.signals[0].preference_type",
+        ),
+        (
+            adapter.on_pairwise_comparison,
+            _compared(
+                over={
+                    "artifact_id": "b",
+                    "artifact_meta": {"signals": [{"preference_type": "t", "pattern": "y\u202e"}]},
+                }
+            ),
+            "over.artifact_meta.signals[0].pattern",
+        ),
+        (
+            adapter.on_pairwise_comparison,
+            _compared(chose={"artifact_id": "a\nb", "artifact_meta": {"signals": []}}),
+            "chose.artifact_id",
+        ),
+        (adapter.on_pairwise_comparison, _compared(dimensions=["ok", "a\nb"]), "dimensions[1]"),
+        (adapter.on_pairwise_comparison, _compared(session_id="s\n1"), "session_id"),
+    ],
+    ids=["signal-index", "preference-type", "comparison-side", "side-id", "dimension", "session"],
+)
+def test_adapter_errors_name_the_wire_field_and_write_nothing(
+    mem: MemoryStore, handler: adapter.Handler, event: dict[str, Any], field: str
+) -> None:
+    """The adapter names a field as the wire does (the capture layer's check, the same
+    names), a list entry by its index (docs/engine.md, "Adapter")."""
+    with pytest.raises(ValidationError) as err:
+        handler(mem, event)
+    assert err.value.field == field
+    assert field in str(err.value)
+    assert signals(mem) == []
+    if event["event"] != "pairwise_comparison":  # the capture layer's wire check agrees
+        r = CaptureLayer(mem).submit(event, at(0))
+        assert [x.status for x in r.results] == ["rejected"]
+        assert field in (r.results[0].reason or "")

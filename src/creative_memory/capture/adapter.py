@@ -21,7 +21,13 @@ from creative_memory.engine.events import (
     validate_project_id,
 )
 from creative_memory.engine.models import Preference
-from creative_memory.engine.text import PREVIEW_CHARS, escape_line
+from creative_memory.engine.text import (
+    MAX_TEXT_LENGTH,
+    PREVIEW_CHARS,
+    check_optional_text,
+    check_text,
+    escape_line,
+)
 from creative_memory.engine.timeutil import format_ts, parse_ts, try_parse_ts
 
 Event = Mapping[str, Any]
@@ -109,7 +115,11 @@ def _check_user_and_time(event: Event) -> None:
 
 
 def classify(meta: object, field: str = "artifact_meta") -> list[dict[str, str]]:
-    """Validate ``artifact_meta`` and return its signal entries (docs/engine.md, "Adapter")."""
+    """Validate ``artifact_meta`` and return its signal entries (docs/engine.md, "Adapter").
+
+    Each entry's strings pass the store's text rule (:func:`check_text`) here, so a bad one
+    is named as the wire names it, by its index (``artifact_meta.signals[1].pattern``;
+    ``over.artifact_meta.signals[0].pattern`` for a side of a comparison)."""
     if meta is None:
         raise ValidationError(
             field,
@@ -143,6 +153,8 @@ def classify(meta: object, field: str = "artifact_meta") -> list[dict[str, str]]
                 f'signals[{i}] is malformed. Each entry must have non-empty string "pattern" '
                 f'and "preference_type". Got: {_got(entry, default=str)}',
             )
+        for name in ("preference_type", "pattern"):
+            check_text(f"{field}.signals[{i}].{name}", entry[name], max_length=MAX_TEXT_LENGTH)
         out.append({"preference_type": entry["preference_type"], "pattern": entry["pattern"]})
     return out
 
@@ -256,6 +268,7 @@ def _side(value: object, field: str) -> ComparisonSide:
     artifact_id = value.get("artifact_id")
     if artifact_id is not None and not isinstance(artifact_id, str):
         raise ValidationError(f"{field}.artifact_id", f"{field}.artifact_id must be a string")
+    check_optional_text(f"{field}.artifact_id", artifact_id, max_length=MAX_TEXT_LENGTH)
     entries = classify(value.get("artifact_meta"), f"{field}.artifact_meta")
     return ComparisonSide(
         artifact_id=artifact_id,
@@ -277,12 +290,15 @@ def on_pairwise_comparison(
         not isinstance(dims, list) or not all(isinstance(d, str) for d in dims)
     ):
         raise ValidationError("dimensions", "dimensions must be a list of strings")
+    for i, dim in enumerate(dims or ()):
+        check_optional_text(f"dimensions[{i}]", dim, max_length=MAX_TEXT_LENGTH)
     project_id = event.get("project_id") or None
     if project_id is not None:
         validate_project_id(project_id)
     session_id = event.get("session_id")
     if session_id is not None and not isinstance(session_id, str):
         raise ValidationError("session_id", "session_id must be a string")
+    check_optional_text("session_id", session_id, max_length=MAX_TEXT_LENGTH)
     now = format_ts(store.now_ms())
     at = format_ts(parse_ts(event["timestamp"]))  # validated above
     store.append_comparison(

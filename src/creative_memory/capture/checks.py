@@ -1,23 +1,26 @@
 """The checks the capture rules make of one event before it is held or delivered
-(docs/capture.md, "Capture rules"): a trigger that counts, and the adapter's own checks for
-an event that is delivered later — a failed one is a :class:`Rejected` with the reason the
-report gives; and, for a rule that must judge an event before it is delivered (the thumbs
-debounce), what delivering it would refuse, judged with nothing written
-(:func:`check_event`)."""
+(docs/capture.md, "Capture rules"): a trigger that counts, and, for an event the layer
+holds or must judge before it is delivered (an edit-save, a generation, a thumbs click),
+what delivering it would refuse — the adapter's checks and the store's validators, judged
+with nothing written (:func:`check_event`). A failed check is a :class:`Rejected` with the
+reason the report gives."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from creative_memory.capture import adapter
 from creative_memory.capture.adapter import Event, Handler
 from creative_memory.engine.errors import ValidationError
-from creative_memory.engine.events import ComparisonEvent, build_signal_event, validate_project_id
+from creative_memory.engine.events import (
+    ComparisonEvent,
+    build_refinement_event,
+    build_signal_event,
+)
 from creative_memory.engine.ids import validate_user_id
 from creative_memory.engine.models import Preference
 from creative_memory.engine.text import PREVIEW_CHARS, preview
-from creative_memory.engine.timeutil import format_ts, try_parse_ts
+from creative_memory.engine.timeutil import format_ts
 
 
 class Rejected(Exception):
@@ -42,26 +45,8 @@ def check_trigger(trigger: object, default: str, allowed: frozenset[str], kind: 
         raise Rejected(f"{kind}: trigger must be a string, got {type(t).__name__}")
     if t not in allowed:
         raise Rejected(
-            f"{kind} is not captured from trigger {short(t)}; "
-            f"allowed: {', '.join(sorted(allowed))}"
+            f"{kind} is not captured from trigger {short(t)}; allowed: {', '.join(sorted(allowed))}"
         )
-
-
-def prevalidate(raw: Mapping[str, Any]) -> None:
-    """The adapter's checks for an event that is delivered later (docs/engine.md, "Adapter")."""
-    user = raw.get("user_id")
-    if not isinstance(user, str) or not user:
-        raise Rejected("event.user_id must be a non-empty string")
-    ts = raw.get("timestamp")
-    if not isinstance(ts, str) or not ts or try_parse_ts(ts) is None:
-        raise Rejected("event.timestamp must be a valid ISO 8601 date string")
-    try:
-        adapter.classify(raw.get("artifact_meta"))
-        project_id = raw.get("project_id")
-        if project_id:
-            validate_project_id(project_id)
-    except ValidationError as exc:
-        raise Rejected(str(exc)) from exc
 
 
 class _Checked:
@@ -86,6 +71,8 @@ class _Checked:
         recorded_at = format_ts(self._now)
         for signal in signals:
             build_signal_event(signal, self._now, recorded_at)
+        if refinement is not None:
+            build_refinement_event(refinement, recorded_at)
         return [None] * len(signals)
 
     def append_comparison(self, user_id: str, event: ComparisonEvent) -> bool:
@@ -94,7 +81,12 @@ class _Checked:
 
 
 def check_event(handler: Handler, event: Event, now_ms: int) -> None:
-    """Raise the :class:`ValidationError` that delivering ``event`` through ``handler``
-    while learning would raise, writing nothing: for a rule that must judge an event before
-    it is delivered (the thumbs debounce, docs/capture.md)."""
-    handler(_Checked(now_ms), event, records=False)
+    """:class:`Rejected`, with the message of the :class:`ValidationError` (naming the
+    field), when delivering ``event`` through ``handler`` while learning and logging would
+    fail; writes nothing. For a rule that must judge an event before it is delivered: the
+    thumbs debounce, and every event the layer holds (an edit-save before it joins a
+    window, a generation before it may be inferred abandoned: docs/capture.md, "Limits")."""
+    try:
+        handler(_Checked(now_ms), event, records=False)
+    except ValidationError as exc:
+        raise Rejected(str(exc)) from exc

@@ -30,10 +30,12 @@ WindowKey = tuple[str, str | None, str | None]  # (user, artifact, session)
 
 @dataclass
 class EditWindow:
-    """A coalescing window of edit-saves: when it opened, when it expires, its order, and
-    what the store said when it opened (``held``: every save in it was captured so)."""
+    """A coalescing window of edit-saves: when its latest save was captured (a save
+    captured before that does not join: docs/capture.md, "Capture rules"), when it expires
+    (30 s after its first save, by default), its order, and what the store said when it
+    opened (``held``: every save in it was captured so)."""
 
-    opened_ms: int
+    latest_ms: int
     deadline_ms: int
     order: int
     events: list[dict[str, Any]]
@@ -192,7 +194,8 @@ def artifacts_of(kind: str, clean: Mapping[str, Any]) -> list[str]:
 
 def merge_edits(events: list[dict[str, Any]]) -> dict[str, Any]:
     """One edit-save from a window: the last save's artifact state and time; every save's
-    diff (a single diff stays as it was)."""
+    diff (a single diff stays as it was), wrapped in ``COALESCED_DIFF_LEVELS`` levels —
+    which the wire's diff depth limit leaves room for (``capture/wire.py``)."""
     last = dict(events[-1])
     last["event"] = "artifact_edited_and_saved"
     diffs = [e["diff"] for e in events if e.get("diff") is not None]

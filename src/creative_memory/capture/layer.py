@@ -13,11 +13,12 @@ generation_accepted       only an explicit "Use this" (``trigger`` absent or ``e
                           tab promotion / idle preview are rejected
 artifact_edited_and_saved coalesced per ``(user, artifact_id, session_id)``: the first save
                           opens a 30 s window, later saves in it are merged, one signal is
-                          delivered when the window expires (or on ``close()``)
+                          delivered when the window expires (or on ``close()``); a save
+                          captured before the window's latest one opens its own
 explicit_tag_applied      explicit tags only (``trigger`` ``chat_nlp`` is rejected); the tag
                           must be in ``TAG_POLARITY`` (the adapter checks)
 thumbs_rated              repeated clicks with the same rating on one artifact within
-                          ``thumbs_debounce_s`` of the previous click count once
+                          ``thumbs_debounce_s`` after the previous click count once
 generation_abandoned      explicit discard (or a host-detected new generation); never on
                           inactivity
 (inferred abandonment)    ``generation_started`` while a previous generation of the same
@@ -63,15 +64,15 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from creative_memory.capture import adapter
 from creative_memory.capture.adapter import Handler, SignalSink
 from creative_memory.capture.checks import Rejected as _Rejected
 from creative_memory.capture.checks import check_event
 from creative_memory.capture.checks import check_trigger as _check_trigger
-from creative_memory.capture.checks import prevalidate as _prevalidate
 from creative_memory.capture.checks import short as _short
+from creative_memory.capture.config import AbandonMode, CaptureConfig
 from creative_memory.capture.delivery import (
     Deliveries,
     Delivery,
@@ -88,35 +89,11 @@ from creative_memory.engine.erasure import Erasure
 from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.timeutil import instant_to_ms
 
-AbandonMode = Literal["active_tab", "any_pending"]
 Instant = int | str | datetime
 
 CAPTURE_ONLY_KINDS = ("generation_started", "tab_activated")
 #: The kinds whose events the layer holds (an edit window, an unsettled generation).
 HELD_KINDS = ("artifact_edited_and_saved", "generation_started")
-
-
-@dataclass(frozen=True)
-class CaptureConfig:
-    """Capture rules. Trigger sets name the host's ``trigger`` values that count; an event
-    without a ``trigger`` is taken as the canonical explicit action."""
-
-    coalesce_window_s: float = 30.0
-    thumbs_debounce_s: float = 2.0
-    abandon_mode: AbandonMode = "active_tab"
-    accept_triggers: frozenset[str] = frozenset({"explicit"})
-    edit_triggers: frozenset[str] = frozenset({"manual_edit", "bridge_save", "finalize_save"})
-    tag_triggers: frozenset[str] = frozenset({"explicit"})
-    abandon_triggers: frozenset[str] = frozenset({"explicit_discard", "new_generation"})
-    revert_triggers: frozenset[str] = frozenset({"history_panel"})
-
-    def __post_init__(self) -> None:
-        if self.coalesce_window_s < 0 or self.thumbs_debounce_s < 0:
-            raise ValueError("capture windows must be >= 0 seconds")
-        if self.abandon_mode not in ("active_tab", "any_pending"):
-            raise ValueError(
-                f"abandon_mode must be 'active_tab' or 'any_pending', got {self.abandon_mode!r}"
-            )
 
 
 @dataclass
@@ -354,10 +331,8 @@ class CaptureLayer:
         elif kind == "revert_after_edit":
             _check_trigger(trigger, "history_panel", cfg.revert_triggers, kind)
         elif kind == "thumbs_rated":
-            try:  # only a click that will be stored opens (or is held by) a debounce
-                check_event(self._handlers[kind], raw, now_ms)
-            except ValidationError as exc:
-                raise _Rejected(str(exc)) from exc
+            # only a click that will be stored opens (or is held by) a debounce
+            check_event(self._handlers[kind], raw, now_ms)
             debounced = self._debounce_thumbs(raw, now_ms)
             if debounced is not None:
                 return "coalesced", debounced
@@ -412,7 +387,8 @@ class CaptureLayer:
     def _edit(
         self, raw: Mapping[str, Any], now_ms: int, report: CaptureReport, held: Held | None
     ) -> tuple[Status, str | None]:
-        _prevalidate(raw)
+        # judged on its own before it joins a window: one bad save never fails the others
+        check_event(self._handlers["artifact_edited_and_saved"], raw, now_ms)
         clean = self.redaction.redact_event(raw, report.redactions)
         user = clean["user_id"]
         key = (user, _str_or_none(clean.get("artifact_id")), _str_or_none(clean.get("session_id")))
@@ -421,8 +397,11 @@ class CaptureLayer:
         joins = window is not None and (
             window.held == held if window.held is None else window.held.admits(held)
         )
-        if window is not None and now_ms < window.deadline_ms and joins:
+        # only a save captured in [latest save, deadline) joins: an older one (a file
+        # replayed out of order, a clock set back) is never merged as if within the window
+        if window is not None and window.latest_ms <= now_ms < window.deadline_ms and joins:
             window.events.append(clean)
+            window.latest_ms = now_ms
             n = len(window.events)
             return "coalesced", f"merged into the pending edit-save ({n} saves in this window)"
         if window is not None:  # expired but not yet flushed (no call since), or captured
@@ -440,10 +419,12 @@ class CaptureLayer:
         key = (user, _str_or_none(raw.get("artifact_id")))
         prev = self._thumbs.get(key)
         window_ms = round(self.config.thumbs_debounce_s * 1000)
-        if prev is not None and prev[1] == rating and now_ms - prev[0] < window_ms:
+        # an earlier click than the latest one (out of order) is never "within" its window
+        if prev is not None and prev[1] == rating and 0 <= now_ms - prev[0] < window_ms:
             self._thumbs[key] = (now_ms, rating)  # a burst of clicks counts once
             return f"repeated thumbs-{rating} click within {self.config.thumbs_debounce_s:g} s"
-        self._thumbs[key] = (now_ms, str(rating))
+        if prev is None or now_ms >= prev[0]:  # the latest click stays the one to repeat
+            self._thumbs[key] = (now_ms, str(rating))
         return None
 
     def _generation_started(
@@ -463,7 +444,8 @@ class CaptureLayer:
         active = raw.get("active", True)
         if not isinstance(active, bool):
             raise _Rejected("generation_started: active must be true or false")
-        _prevalidate(raw)
+        # judged now as the abandonment it may become, so it is never accepted, then failed
+        check_event(self._handlers["generation_abandoned"], raw, now_ms)
         clean = self.redaction.redact_event(raw, report.redactions)
         session = self._sessions.setdefault(
             (user, _str_or_none(clean.get("session_id"))), _Session()

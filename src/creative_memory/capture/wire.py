@@ -2,9 +2,11 @@
 "Erasure").
 
 :func:`check_wire_event` is what a wire-format event must meet before the capture layer
-looks at it, on top of the adapter's own checks: every string one plain line
-(docs/engine.md, "Stored strings") and bounded, an event time between 1970 and a day after
-the recording time. The engine's own calls (the adapter handlers, ``ingest_signals``) keep
+looks at it, on top of the adapter's own checks: ids strings or null (``user_id`` and
+``project_id`` safe ids), every string one plain line (docs/engine.md, "Stored strings")
+and bounded, a diff that still fits the store's depth limit once merged with the other
+saves of its coalescing window, an event time between 1970 and a day after the recording
+time. The engine's own calls (the adapter handlers, ``ingest_signals``) keep
 their wider rules, which the conformance traces pin.
 
 :func:`purge_event` is the pure half of erasing what the capture layer still holds: one
@@ -22,7 +24,9 @@ import msgspec
 
 from creative_memory.engine.erasure import Erasure, diff_mentions
 from creative_memory.engine.errors import ValidationError
-from creative_memory.engine.ids import MAX_ID_LENGTH
+from creative_memory.engine.events import MAX_DIFF_DEPTH
+from creative_memory.engine.ids import MAX_ID_LENGTH, validate_project_id, validate_user_id
+from creative_memory.engine.jsondepth import deeper_than
 from creative_memory.engine.text import check_text
 from creative_memory.engine.timeutil import try_parse_ts
 
@@ -41,6 +45,12 @@ MAX_DIMENSIONS: Final = 32
 MAX_DIFF_BYTES: Final = 64 * 1024
 #: How far after the recording time an event may be dated (a clock a little ahead).
 MAX_FUTURE_MS: Final = 24 * 60 * 60 * 1000
+#: The levels :func:`~creative_memory.capture.delivery.merge_edits` wraps around each diff
+#: of a coalescing window (``{"coalesced_saves": n, "diffs": [diff, ...]}``).
+COALESCED_DIFF_LEVELS: Final = 2
+#: The deepest diff the wire format accepts: the store's limit less the coalescing wrapper,
+#: so the merged diff of any window is one the store takes (docs/capture.md, "Limits").
+MAX_WIRE_DIFF_DEPTH: Final = MAX_DIFF_DEPTH - COALESCED_DIFF_LEVELS
 
 _IDS: Final = ("user_id", "artifact_id", "session_id", "project_id")
 
@@ -66,8 +76,16 @@ def check_wire_event(raw: Mapping[str, Any], recorded_ms: int) -> None:
     format; ``recorded_ms`` is the recording time (the store's clock)."""
     for name in _IDS:
         value = raw.get(name)
+        if name != "user_id" and value is not None and not isinstance(value, str):
+            raise ValidationError(
+                name, f"{name} must be a string or null, got {type(value).__name__}"
+            )
         if isinstance(value, str) and value:
             check_text(name, value, max_length=MAX_ID_LENGTH)
+            if name == "user_id":
+                validate_user_id(value)
+            elif name == "project_id":
+                validate_project_id(value)
     ts = raw.get("timestamp")
     if isinstance(ts, str) and ts:
         check_text("timestamp", ts, max_length=64)
@@ -98,12 +116,27 @@ def check_wire_event(raw: Mapping[str, Any], recorded_ms: int) -> None:
                 check_text(f"dimensions[{i}]", d, max_length=MAX_TYPE_LENGTH)
     diff = raw.get("diff")
     if diff is not None:
-        try:
-            size = len(msgspec.json.encode(diff))
-        except (TypeError, msgspec.EncodeError):
-            return  # the store rejects a diff that is not JSON with its own message
-        if size > MAX_DIFF_BYTES:
-            raise ValidationError("diff", f"diff is {size} bytes of JSON: at most {MAX_DIFF_BYTES}")
+        _diff(diff)
+
+
+def _diff(diff: object) -> None:
+    too_deep = ValidationError(
+        "diff",
+        f"diff is nested deeper than {MAX_WIRE_DIFF_DEPTH} levels (the store's "
+        f"{MAX_DIFF_DEPTH}, less {COALESCED_DIFF_LEVELS} for merging the saves of a window)",
+    )
+    try:
+        encoded = msgspec.json.encode(diff)
+    except (TypeError, msgspec.EncodeError):
+        return  # the store rejects a diff that is not JSON with its own message
+    except RecursionError:  # msgspec's own guard, far deeper than the limit
+        raise too_deep from None
+    if len(encoded) > MAX_DIFF_BYTES:
+        raise ValidationError(
+            "diff", f"diff is {len(encoded)} bytes of JSON: at most {MAX_DIFF_BYTES}"
+        )
+    if deeper_than(encoded, MAX_WIRE_DIFF_DEPTH):
+        raise too_deep
 
 
 def purge_event(ev: dict[str, Any], erasure: Erasure) -> dict[str, Any] | None:
