@@ -1,4 +1,4 @@
-"""Taste-recovery benchmark (issue 6, design.md §3): does the memory remember taste?
+"""Taste-recovery benchmark (docs/quality.md): does the memory remember taste?
 
 Simulated users have a hidden taste over ``types x patterns`` features: a few liked, a few
 disliked, the rest neutral. Each interaction the generator produces an artifact with one

@@ -1,4 +1,4 @@
-"""Capture policy (design.md §3 table), with an explicit clock — no sleeping."""
+"""Capture policy (docs/capture.md, "Capture rules"), with an explicit clock — no sleeping."""
 
 from __future__ import annotations
 

@@ -184,6 +184,32 @@ def test_serve_json_prints_one_document_once_listening(
     assert configs[0].derivation_version == "1" and configs[0].multi_user
 
 
+@pytest.mark.parametrize(
+    ("args", "warned", "hinted"),
+    [
+        ([], False, False),
+        (["--host", "localhost"], False, False),
+        (["--host", "0.0.0.0"], True, True),
+        # --allow-host does not silence it (docs/daemon.md: anything but loopback warns).
+        (["--host", "0.0.0.0", "--allow-host", "box.lan"], True, False),
+    ],
+)
+def test_serve_warns_about_any_bind_but_loopback(
+    cli: Cli,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    warned: bool,
+    hinted: bool,
+) -> None:
+    import creative_memory.http as http
+
+    monkeypatch.setattr(http, "run_daemon", lambda config, ready: None)
+    r = cli.ok("serve", "--data-dir", str(tmp_path / "srv"), "--user", "bob", *args)
+    assert ("warning: binding to 0.0.0.0, not loopback" in r.err) is warned
+    assert ("Pass --allow-host NAME" in r.err) is hinted
+
+
 # -- no-ops say so, exit 0 -------------------------------------------------------------------------
 NO_OPS = [
     # (set up, the repeated command, what the no-op says)

@@ -1,5 +1,5 @@
 """Derivation version "2": pairwise contrasts, the paired-comparison fit, provisional unary
-evidence (design.md §3, issue 6)."""
+evidence (docs/engine.md, "Version 2"; docs/quality.md)."""
 
 from __future__ import annotations
 

@@ -53,3 +53,18 @@ def test_a_client_connecting_right_after_the_announcement_is_not_refused(
     r = httpx.get(f"{str(info['url']).rstrip('/')}/healthz", timeout=10)
     assert r.status_code == 200
     os.kill(os.getpid(), 0)  # still alive; the thread is a daemon thread and ends with us
+
+
+def test_a_config_root_given_as_a_string_is_a_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/daemon.md, "Embedding in Python": ``DaemonConfig(root="…")`` works as a Path does
+    (a relative one taken from the current directory)."""
+    from creative_memory.http import ThreadedDaemon
+
+    assert DaemonConfig(root=str(tmp_path)).root == tmp_path
+    assert DaemonConfig(root=tmp_path).root == tmp_path
+    monkeypatch.chdir(tmp_path)
+    with ThreadedDaemon(DaemonConfig(root="lib", port=0)) as d:
+        assert httpx.get(f"{d.url}/healthz").json()["status"] == "ok"
+    assert (tmp_path / "lib" / ".daemon" / "tokens.json").is_file()

@@ -1,5 +1,6 @@
 """Property tests (hypothesis): random signal sequences against the invariants that
-engine.md §7 guarantees, plus determinism of the derivation (design.md §1)."""
+docs/engine.md's "Retrieval" guarantees, plus determinism of the derivation
+(docs/architecture.md, "Determinism")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Redaction before disk (design.md §3)."""
+"""Redaction before disk (docs/capture.md, "Redaction")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-// A host composes its system prompt through the daemon (docs/typescript-client.md, "Example"):
+// A host composes its system prompt through the daemon (docs/typescript-client.md, "Quickstart"):
 // the daemon inserts the user's memory block before the active skill and returns the prompt
 // to send to the model.
 //

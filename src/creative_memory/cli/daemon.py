@@ -157,10 +157,13 @@ def serve(
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="CREATIVE_MEMORY_DERIVATION") from exc
     root = resolve_data_dir(state.data_dir)
-    if host not in ("127.0.0.1", "localhost", "::1") and not allow_hosts:
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        hint = (
+            "" if allow_hosts else " Pass --allow-host NAME for the Host header clients will send."
+        )
         click.echo(
             f"warning: binding to {safe(host)}, not loopback; anyone who can reach it still "
-            "needs a token. Pass --allow-host NAME for the Host header clients will send.",
+            f"needs a token.{hint}",
             err=True,
         )
     user = resolve_user_id(state.user_flag)

@@ -31,7 +31,10 @@ DERIVATION_ENV: Final = "CREATIVE_MEMORY_DERIVATION"
 
 @dataclass(frozen=True)
 class DaemonConfig:
-    """Everything ``creative-memory serve`` decides (docs/daemon.md, "Quickstart")."""
+    """Everything ``creative-memory serve`` decides (docs/daemon.md, "Quickstart").
+
+    ``root`` may be given as a ``str`` or any path-like: it is stored as a :class:`Path`.
+    """
 
     root: Path
     host: str = DEFAULT_HOST
@@ -48,6 +51,10 @@ class DaemonConfig:
     capture: CaptureConfig = field(default_factory=CaptureConfig)
     log_level: str = "info"
     derivation: str = DEFAULT_DERIVATION  # one of DERIVATION_MODES
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.root, Path):
+            object.__setattr__(self, "root", Path(self.root))
 
 
 def resolve_derivation(flag: str | None, env: Mapping[str, str] | None = None) -> str:

@@ -1,4 +1,4 @@
-"""The derivation versions, in one table (docs/engine.md, "Derivation versions").
+"""The derivation versions, in one table (docs/engine.md, "Derivation").
 
 A version string names one fixed fold: any change to any output of a listed version is a
 new version, added here beside the old ones (``tests/test_golden_versions.py`` pins each).

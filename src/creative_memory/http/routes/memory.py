@@ -1,4 +1,4 @@
-"""Reading and erasing memory (docs/http.md, "HTTP API"): inspect, explain, timeline, forget,
+"""Reading and erasing memory (docs/daemon.md, "HTTP API"): inspect, explain, timeline, forget,
 reset."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Export and import (docs/http.md, "HTTP API"): the user's archive down and up."""
+"""Export and import (docs/daemon.md, "HTTP API"): the user's archive down and up."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The controls (docs/http.md, "HTTP API"): read and change a user's settings."""
+"""The controls (docs/daemon.md, "HTTP API"): read and change a user's settings."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Reading a user's ``settings.json`` cheaply (docs/storage.md, "Layout"): a read of
-unchanged settings is one ``stat`` (the file is only ever replaced by rename, so inode,
-size and mtime name its content), and a user without settings costs one ``access``."""
+"""Reading a user's ``settings.json`` cheaply (docs/storage.md, "Settings
+(`settings.json`)"): a read of unchanged settings is one ``stat`` (the file is only ever
+replaced by rename, so inode, size and mtime name its content), and a user without
+settings costs one ``access``."""
 
 from __future__ import annotations
 

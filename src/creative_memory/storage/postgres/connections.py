@@ -23,8 +23,9 @@ from creative_memory.storage.postgres.schema import message, migrate, redact_url
 _CHECK_IDLE_S = 1.0
 #: Connections tried for one call when they turn out dead.
 ACQUIRE_TRIES = 3
-#: Connections per process at most: one for each worker thread of the daemon (Starlette
-#: runs endpoints on AnyIO's 40 worker threads), so a request never waits for a connection.
+#: Connections per process at most: more than the daemon's threads that use storage (the
+#: 32 of its request pool, ``THREADS`` in http/state.py, and the background derivation
+#: worker), so a request never waits for a connection (docs/deploy.md, "The hosted setup").
 DEFAULT_POOL_SIZE = 40
 
 # The per-user lock key: schema-qualified, so tenants in other schemas never contend.
