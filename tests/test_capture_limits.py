@@ -35,7 +35,7 @@ def deep(n: int) -> Any:
     return d
 
 
-BAD_SAVES = {
+BAD_SAVES: dict[str, dict[str, Any]] = {
     "artifact_id": {"artifact_id": 5},
     "session_id": {"session_id": 7},
     "user_id": {"user_id": "bob smith"},
