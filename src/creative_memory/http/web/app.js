@@ -14,7 +14,7 @@
   const state = {
     memory: null, etag: "", busy: 0, opener: null, timelines: new Map(), pending: new Set(),
     past: null, asOf: null, hi: 0, projects: new Set(), derivation: null, change: null,
-    switchTo: null, switchOpener: null,
+    switchTo: null, switchOpener: null, reset: null,
   };
 
   function show(msg) {
@@ -75,12 +75,18 @@
     return scope && scope.startsWith("project:") ? scope.slice("project:".length) : null;
   }
 
-  function fillSelect(select, fixed, projects, prefix) {
+  // ``stay``: a chosen project that left the list stays chosen (listed as it was), so the
+  // select never changes under the person (Reset must erase what they chose, nothing else).
+  function fillSelect(select, fixed, projects, prefix, stay) {
     const keep = select.value;
     select.replaceChildren();
     for (const [value, label] of fixed) select.append(el("option", label, { value }));
     for (const p of projects) select.append(el("option", `Project ${p}`, { value: prefix + p }));
     const values = Array.from(select.options).map((o) => o.value);
+    if (stay && keep && !values.includes(keep) && keep.startsWith(prefix)) {
+      select.append(el("option", `Project ${keep.slice(prefix.length)}`, { value: keep }));
+      values.push(keep);
+    }
     select.value = values.includes(keep) ? keep : fixed[0][0];
   }
 
@@ -185,7 +191,7 @@
       projects, "project:");
     fillSelect($("preview-project"), [["", "(none: global memory)"]], projects, "");
     fillSelect($("reset-scope"), [["all", "Everything (and switch memory back on)"],
-      ["global", "Global memory only"]], projects, "project:");
+      ["global", "Global memory only"]], projects, "project:", true);
   }
 
   function injectedIds(m) {
@@ -450,6 +456,17 @@
       state.busy -= 1;
     });
     return queue;
+  }
+
+  // What a reset erased (events_removed) and what is left, as the CLI says it.
+  function resetWords(chosen, res) {
+    if (!res) return "";
+    const what = chosen.scope === "all" ? "everything" : whereWords(chosen.scope);
+    const left = `${res.events_remaining} left`;
+    return res.events_removed
+      ? `Memory erased (${what}): ${plural(res.events_removed, "event", "events")} ` +
+        `erased, ${left}.`
+      : `Nothing to erase in ${what}: it had no events; ${left}.`;
   }
 
   function setProject(p, ignore) {
@@ -818,19 +835,28 @@
       });
     });
     const dialog = $("reset-dialog");
+    // The scope is fixed when the dialog opens: what it names is exactly what is sent.
     $("reset").addEventListener("click", () => {
       const opt = $("reset-scope").selectedOptions[0];
-      $("reset-text").textContent = `This erases ${opt.textContent.toLowerCase()} for real: ` +
+      if (!opt) return;
+      state.reset = { scope: opt.value, what: opt.textContent.toLowerCase() };
+      $("reset-text").textContent = `This erases ${state.reset.what} for real: ` +
         "the raw events are deleted, not hidden. Export first if you may want them back.";
       dialog.showModal();
       $("reset-cancel").focus();
     });
     $("reset-cancel").addEventListener("click", () => dialog.close());
+    dialog.addEventListener("close", () => {
+      state.reset = null;
+    });
     $("reset-confirm").addEventListener("click", () => {
-      const scope = $("reset-scope").value;
+      const chosen = state.reset;
       dialog.close();
-      act(() => api("POST", "/api/v1/reset", { confirm: true, scope }), "Memory erased.",
-        () => $("reset"));
+      if (!chosen) return;
+      let res;
+      act(async () => {
+        res = await api("POST", "/api/v1/reset", { confirm: true, scope: chosen.scope });
+      }, () => resetWords(chosen, res), () => $("reset"));
     });
     $("derivation-preview").addEventListener("click", previewSwitch);
     $("derivation-switch").addEventListener("click", (ev) => {
@@ -865,11 +891,13 @@
     });
     $("history-now").addEventListener("click", () => travel(null, () => $("history-seq")));
     $("past-now").addEventListener("click", () => travel(null, () => $("h-inspector")));
+    // Nothing is redrawn behind an open dialog or a queued action (they refresh after).
+    const idle = () => !document.hidden && !state.busy && !dialog.open && !switchDialog.open;
     document.addEventListener("visibilitychange", () => {
-      if (!document.hidden) refresh(false);
+      if (idle()) refresh(false);
     });
     setInterval(() => {
-      if (!document.hidden && !state.busy && !dialog.open && !switchDialog.open) refresh(false);
+      if (idle()) refresh(false);
     }, POLL_MS);
   }
 

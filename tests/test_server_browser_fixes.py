@@ -1,0 +1,154 @@
+"""The Settings → Memory page in headless Chromium: what it erases, asks, says and shows when
+the memory or the point in time changes under it (docs/daemon.md, "The Settings → Memory
+page").
+
+Reset erases exactly the scope its dialog named, even when the scope select is redrawn behind
+the open dialog; an import that replaces the memory asks first and says what is in memory
+after it; Why? and the prompt preview follow the point in time and the memory, and never
+show an answer that arrives after a newer one; Refresh only says "Refreshed." when it was;
+a half-typed pause date is refused; Forget and Reset say what they erased (or that nothing
+was); a search that hides every record says so; Resume follows the pause in force; the
+archive's bytes are uploaded as they are; a failed export says why; the arrow keys step the
+history slider over gaps in the event numbers; a rejected project id stays typed; a used
+login link gets the signed-out page.
+
+Uses the daemon and Chromium of tests/test_server_browser.py (skipped without them).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests import test_server_browser as base
+from tests.test_server_browser import RECORDS, Daemon, row, settle, wire
+
+try:
+    from playwright.sync_api import Browser, Page, Request, Route, expect
+except ImportError:  # pragma: no cover - depends on the environment
+    pass
+
+pytestmark = [pytest.mark.slow, base.pytestmark]
+
+daemon = base.daemon
+browser = base.browser
+
+#: The 8 events of the end-to-end test: 3x global neon_palette (color), 2x serif_headings
+#: (typography), 3x neon_palette in project festival.
+SEED = [
+    *(wire(f"n{i}", "neon_palette", tag_text="too noisy") for i in range(3)),
+    *(wire(f"s{i}", "serif_headings", "typography") for i in range(2)),
+    *(
+        wire(f"f{i}", "neon_palette", project_id="festival", tag_text="save this direction")
+        for i in range(3)
+    ),
+]
+
+
+class Site:
+    """A signed-in page on a daemon, its JSON request bodies and its page errors."""
+
+    def __init__(self, daemon: Daemon, page: Page) -> None:
+        self.daemon, self.page = daemon, page
+        self.sent: list[tuple[str, str, Any]] = []
+        self.errors: list[str] = []
+        page.on("pageerror", lambda e: self.errors.append(str(e)))
+        page.on("request", self._record)
+
+    def _record(self, r: Request) -> None:
+        body = r.post_data
+        try:
+            parsed = json.loads(body) if body else None
+        except ValueError:
+            parsed = body
+        self.sent.append((r.method, r.url, parsed))
+
+    def bodies(self, path: str) -> list[Any]:
+        return [b for m, u, b in self.sent if m == "POST" and u.split("?")[0].endswith(path)]
+
+    def api(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {self.daemon.token}"}
+        return httpx.request(method, f"{self.daemon.url}{path}", headers=headers, **kw)
+
+    def events(self) -> int:
+        return len(self.daemon.store().events("default"))
+
+    def global_events(self) -> int:
+        return sum(
+            getattr(e, "scope", None) == "global" for e in self.daemon.store().events("default")
+        )
+
+
+@pytest.fixture
+def site(daemon: Daemon, browser: Browser) -> Iterator[Site]:
+    context = browser.new_context(
+        accept_downloads=True,
+        viewport={"width": 1280, "height": 900},
+        timezone_id="America/New_York",
+        locale="en-US",
+    )
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    s = Site(daemon, page)
+    assert daemon.post("/api/v1/events", SEED)["accepted"] == 8
+    page.goto(daemon.login_link())
+    expect(row(page, "neon_palette", "project:festival")).to_have_count(1)
+    settle(page)
+    yield s
+    assert s.errors == []
+    context.close()
+
+
+def slow(page: Page, pattern: str, method: str, ms: int) -> None:
+    """Hold back the answers of ``method`` requests whose URL matches ``pattern``."""
+
+    def handle(route: Route) -> None:
+        if route.request.method != method:
+            route.fallback()
+            return
+        response = route.fetch()
+        page.wait_for_timeout(ms)
+        route.fulfill(response=response)
+
+    page.route(pattern, handle)
+
+
+# -- 1. Reset erases what its dialog named -------------------------------------------------------
+def test_reset_sends_the_scope_its_dialog_named_after_a_redraw(site: Site) -> None:
+    page = site.page
+    page.select_option("#reset-scope", "project:festival")
+    page.click("#reset")
+    expect(page.locator("#reset-text")).to_contain_text("project festival")
+    # the project's events go elsewhere (the CLI, a host); the person comes back to the tab
+    r = site.api("DELETE", "/api/v1/preferences/color/neon_palette?project_id=festival")
+    assert r.json()["events_removed"] == 3
+    page.evaluate("document.dispatchEvent(new Event('visibilitychange'))")
+    page.wait_for_timeout(300)
+    expect(page.locator("#reset-scope")).to_have_value("project:festival")
+    page.click("#reset-confirm")
+    expect(page.locator("#status")).to_contain_text("project festival: it had no events")
+    assert site.bodies("/api/v1/reset") == [{"confirm": True, "scope": "project:festival"}]
+    assert site.global_events() == 5  # the global memory is still there
+
+
+def test_reset_after_a_queued_forget_erases_only_the_chosen_project(site: Site) -> None:
+    page = site.page
+    page.on("dialog", lambda d: d.accept())
+    slow(page, "**/api/v1/preferences/**", "DELETE", 1500)
+    page.select_option("#reset-scope", "project:festival")
+    festival = row(page, "neon_palette", "project:festival")
+    festival.get_by_role("button", name="Forget").click()
+    page.click("#reset")  # while the forget is on its way
+    expect(page.locator("#reset-text")).to_contain_text("project festival")
+    expect(page.locator("#status")).to_contain_text("Forgot neon_palette", timeout=10_000)
+    settle(page)
+    page.click("#reset-confirm")
+    expect(page.locator("#status")).to_contain_text("project festival: it had no events")
+    assert site.bodies("/api/v1/reset") == [{"confirm": True, "scope": "project:festival"}]
+    assert site.global_events() == 5
+    expect(page.locator(RECORDS)).to_have_count(2)
