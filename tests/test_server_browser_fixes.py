@@ -152,3 +152,62 @@ def test_reset_after_a_queued_forget_erases_only_the_chosen_project(site: Site) 
     assert site.bodies("/api/v1/reset") == [{"confirm": True, "scope": "project:festival"}]
     assert site.global_events() == 5
     expect(page.locator(RECORDS)).to_have_count(2)
+
+
+# -- 2. Replace asks first and says what is in memory after it -----------------------------------
+def test_import_replace_asks_first_and_states_the_outcome(site: Site, tmp_path: Path) -> None:
+    page = site.page
+    archive = tmp_path / "small.json"
+    archive.write_bytes(site.api("GET", "/api/v1/export").content)
+    in_archive = site.events()
+    site.daemon.post("/api/v1/events", [wire("x1", "pastel"), wire("x2", "teal")])
+    page.click("#refresh")
+    settle(page)
+    now = site.api("GET", "/api/v1/memory").json()["event_count"]
+    asked: list[str] = []
+
+    def answer(accept: bool) -> Any:
+        def handle(d: Any) -> None:
+            asked.append(d.message)
+            d.accept() if accept else d.dismiss()
+
+        return handle
+
+    page.set_input_files("#import-file", str(archive))
+    page.select_option("#import-mode", "replace")
+    page.once("dialog", answer(False))
+    page.click("#import")
+    page.wait_for_timeout(300)
+    assert len(asked) == 1 and f"This erases your {now} events" in asked[0], asked
+    assert "small.json" in asked[0]
+    assert site.bodies("/api/v1/import") == [] and site.events() == in_archive + 2
+    page.once("dialog", answer(True))
+    page.click("#import")
+    expect(page.locator("#status")).to_have_text(
+        f"Replaced your memory with small.json: {in_archive} events and the archive's settings."
+    )
+    assert len(asked) == 2 and site.events() == in_archive
+    expect(row(page, "pastel")).to_have_count(0)
+
+
+def test_import_merge_states_added_and_total(site: Site, tmp_path: Path) -> None:
+    page = site.page
+    archive = tmp_path / "mine.json"
+    archive.write_bytes(site.api("GET", "/api/v1/export").content)
+    total = site.events()
+    page.set_input_files("#import-file", str(archive))
+    page.click("#import")  # merge: no question
+    expect(page.locator("#status")).to_have_text(
+        f"Imported mine.json: 0 events added, {total} in memory."
+    )
+
+
+# -- 10. The archive's bytes are uploaded as they are ---------------------------------------------
+def test_an_archive_with_a_bom_is_judged_as_the_cli_judges_it(site: Site, tmp_path: Path) -> None:
+    page = site.page
+    bom = tmp_path / "bom.json"
+    bom.write_bytes(b"\xef\xbb\xbf" + site.api("GET", "/api/v1/export").content)
+    page.set_input_files("#import-file", str(bom))
+    page.click("#import")
+    expect(page.locator("#error")).to_contain_text("not valid JSON")
+    expect(page.locator("#status")).not_to_contain_text("Imported")

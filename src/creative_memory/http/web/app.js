@@ -458,6 +458,27 @@
     return queue;
   }
 
+  // Replacing erases the current memory: ask first, naming what goes (today's count).
+  async function confirmReplace(file) {
+    // in the past, state.memory counts the events then: ask for today's count
+    const m = state.asOf ? await api("GET", "/api/v1/memory") : state.memory;
+    const now = m ? `your ${plural(m.event_count, "event", "events")}` : "your events";
+    return window.confirm(`Replace your memory with “${file.name}”? This erases ${now} and ` +
+      "your settings for real and puts the archive's events and settings in their place. " +
+      "Export first if you may want them back.");
+  }
+
+  // What an import did and what is in memory now, as the CLI says it.
+  function importWords(file, res) {
+    if (!res) return "";
+    const origin = res.archive_user_id !== res.user_id ? ` (archive of ${res.archive_user_id})` : "";
+    return res.mode === "replace"
+      ? `Replaced your memory with ${file.name}${origin}: ` +
+        `${plural(res.events_total, "event", "events")} and the archive's settings.`
+      : `Imported ${file.name}${origin}: ${plural(res.events_added, "event", "events")} added, ` +
+        `${res.events_total} in memory.`;
+  }
+
   // What a reset erased (events_removed) and what is left, as the CLI says it.
   function resetWords(chosen, res) {
     if (!res) return "";
@@ -820,19 +841,22 @@
     $("why").addEventListener("keydown", (ev) => {
       if (ev.key === "Escape") closeWhy();
     });
-    $("import-form").addEventListener("submit", (ev) => {
+    $("import-form").addEventListener("submit", async (ev) => {
       ev.preventDefault();
       const file = $("import-file").files[0];
       if (!file) return;
       const mode = $("import-mode").value;
-      let added;
+      try {
+        if (mode === "replace" && !(await confirmReplace(file))) return;
+      } catch (err) {
+        fail(err);
+        return;
+      }
+      let res;
+      // the file's bytes as they are: the daemon judges what the CLI would read
       act(async () => {
-        const text = await file.text();
-        const res = await api("POST", `/api/v1/import${q({ mode })}`, text, true);
-        added = res.events_added;
-      }, "Import done.", () => $("import")).then(() => {
-        if (added !== undefined) show(`Imported ${added} event(s) (${mode}).`);
-      });
+        res = await api("POST", `/api/v1/import${q({ mode })}`, file, true);
+      }, () => importWords(file, res), () => $("import"));
     });
     const dialog = $("reset-dialog");
     // The scope is fixed when the dialog opens: what it names is exactly what is sent.
