@@ -211,3 +211,67 @@ def test_an_archive_with_a_bom_is_judged_as_the_cli_judges_it(site: Site, tmp_pa
     page.click("#import")
     expect(page.locator("#error")).to_contain_text("not valid JSON")
     expect(page.locator("#status")).not_to_contain_text("Imported")
+
+
+# -- 3. Why? follows the point in time and the memory ---------------------------------------------
+def slide_to(page: Page, seq: int) -> None:
+    page.eval_on_selector(
+        "#history-seq",
+        "(e, v) => { e.value = String(v); e.dispatchEvent(new Event('change')); }",
+        seq,
+    )
+
+
+def test_why_follows_the_history_slider_and_closes_on_reset(site: Site) -> None:
+    page = site.page
+    steps = page.locator("#why-steps li")
+    row(page, "neon_palette").get_by_role("button", name="Why").click()
+    expect(steps).to_have_count(4)
+    then = site.api("GET", "/api/v1/explain/color/neon_palette?at_seq=1").json()["steps"]
+    assert len(then) == 1
+    slide_to(page, 1)
+    expect(page.locator("#why-past")).to_contain_text("right after event #1")
+    expect(steps).to_have_count(1)
+    expect(page.locator("#why-summary")).to_contain_text("1 event shaped this record")
+    expect(page.locator("#why-summary")).to_contain_text("right after event #1")
+    page.click("#history-now")
+    expect(steps).to_have_count(4)
+    expect(page.locator("#why-summary")).to_contain_text("the current record")
+    # before the record existed: nothing to explain, the panel closes
+    slide_to(page, 0)
+    expect(page.locator("#why")).to_be_hidden()
+    page.click("#history-now")
+    settle(page)
+    row(page, "neon_palette").get_by_role("button", name="Why").click()
+    expect(steps).to_have_count(4)
+    page.select_option("#reset-scope", "all")
+    page.click("#reset")
+    page.click("#reset-confirm")
+    expect(page.locator(RECORDS)).to_have_count(0)
+    expect(page.locator("#why")).to_be_hidden()
+
+
+# -- 4. The last question's answer wins -----------------------------------------------------------
+def test_why_shows_the_last_record_asked_for(site: Site) -> None:
+    page = site.page
+    slow(page, "**/api/v1/explain/color/neon_palette*", "GET", 1500)
+    row(page, "neon_palette").get_by_role("button", name="Why").click()
+    row(page, "serif_headings").get_by_role("button", name="Why").click()
+    expect(page.locator("#h-why")).to_contain_text("serif_headings")
+    page.wait_for_timeout(2000)
+    expect(page.locator("#h-why")).to_contain_text("serif_headings")
+    page.click("#why-close")
+    assert page.evaluate("document.activeElement.closest('li.record').dataset.pattern") == (
+        "serif_headings"
+    )
+
+
+def test_preview_shows_the_last_block_asked_for(site: Site) -> None:
+    page = site.page
+    slow(page, "**/api/v1/prompt?*variant=critique*", "GET", 1000)
+    page.select_option("#preview-variant", "critique")
+    page.select_option("#preview-variant", "legacy")
+    expect(page.locator("#preview")).to_contain_text("MEMORY CONTEXT")
+    page.wait_for_timeout(1500)
+    expect(page.locator("#preview")).to_contain_text("MEMORY CONTEXT")
+    expect(page.locator("#preview")).not_to_contain_text("critique")

@@ -14,7 +14,7 @@
   const state = {
     memory: null, etag: "", busy: 0, opener: null, timelines: new Map(), pending: new Set(),
     past: null, asOf: null, hi: 0, projects: new Set(), derivation: null, change: null,
-    switchTo: null, switchOpener: null, reset: null,
+    switchTo: null, switchOpener: null, reset: null, why: null,
   };
 
   function show(msg) {
@@ -411,6 +411,7 @@
       renderHistory();
     });
     renderRecords(m);
+    followWhy(m);
     await preview();
     await loadDerivation();
     return true;
@@ -425,10 +426,20 @@
     }
   }
 
+  // The preview shows the answer to the last question asked (an older one is dropped).
+  let previewAsked = 0;
   async function preview() {
+    const ask = ++previewAsked;
     const project = $("preview-project").value;
     const variant = $("preview-variant").value;
-    const text = await api("GET", `/api/v1/prompt${q({ project_id: project, variant, ...pastQuery() })}`);
+    let text;
+    try {
+      text = await api("GET", `/api/v1/prompt${q({ project_id: project, variant, ...pastQuery() })}`);
+    } catch (err) {
+      if (ask === previewAsked) throw err;
+      return;
+    }
+    if (ask !== previewAsked) return;
     $("preview").textContent = text || "(empty: nothing would be put into the prompt)";
   }
 
@@ -517,15 +528,23 @@
       `${encodeURIComponent(r.pattern)}${q({ project_id: project })}`;
     return act(async () => {
       const res = await api("DELETE", path);
-      $("why").hidden = true;
+      hideWhy();
       return res;
     }, `Forgot ${r.pattern} in ${where}.`,
     () => (nextKey ? findKey({ key: nextKey }) : null) || $("h-inspector"));
   }
 
-  async function explain(r, opener) {
+  // Why? shows the answer to the last question asked: an older answer arriving later is
+  // dropped. ``again``: the open panel is fetched anew (the point or the memory changed);
+  // focus stays where it is.
+  let whyAsked = 0;
+  async function explain(r, opener, again) {
+    const ask = ++whyAsked;
+    const view = `${state.path}|${state.etag}`;
     try {
       const e = await api("GET", patternPath(r, "explain"));
+      if (ask !== whyAsked) return;
+      state.why = { type: r.preference_type, pattern: r.pattern, scope: r.scope, view };
       state.opener = { key: `why:${r.id}` };
       $("h-why").textContent = `Why? ${r.preference_type} / ${r.pattern} (${r.scope})`;
       $("why-summary").textContent = `${plural(e.steps.length, "event", "events")} shaped this ` +
@@ -567,16 +586,46 @@
         if (v.injection) evidence.append(el("li", `Prompt: ${v.injection.why}`));
       }
       $("why").hidden = false;
-      $("h-why").focus();
+      if (!again) $("h-why").focus();
     } catch (err) {
+      if (ask !== whyAsked) return;
       fail(err);
-      focusOn(opener);
+      if (again) hideWhy();
+      else focusOn(opener);
     }
   }
 
-  function closeWhy() {
+  // Hide the panel and drop any answer still on its way; focus inside it goes to the inspector.
+  function hideWhy() {
+    whyAsked += 1;
+    state.why = null;
+    const inside = $("why").contains(document.activeElement);
     $("why").hidden = true;
+    if (inside) focusOn($("h-inspector"));
+  }
+
+  function closeWhy() {
+    hideWhy();
     focusOn(findKey(state.opener), $("h-inspector"));
+  }
+
+  // After a redraw: the open panel follows the point and the memory shown — fetched anew for
+  // them (emptied meanwhile, never today's trace under a past note), or closed when the
+  // record is not there (erased, or not yet at that point).
+  function followWhy(m) {
+    const w = state.why;
+    if (!w || $("why").hidden || w.view === `${state.path}|${state.etag}`) return;
+    const r = m.preferences.find((x) => x.preference_type === w.type && x.pattern === w.pattern &&
+      x.scope === w.scope);
+    if (!r) {
+      hideWhy();
+      return;
+    }
+    w.view = `${state.path}|${state.etag}`;
+    $("why-summary").textContent = "Updating: the trace for the memory shown…";
+    $("why-steps").replaceChildren();
+    $("why-evidence").replaceChildren();
+    explain(r, null, true);
   }
 
   // -- looking back: a point in the past for the records, Why? and the prompt preview ---------
