@@ -18,6 +18,7 @@ Uses the daemon and Chromium of tests/test_server_browser.py (skipped without th
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -275,3 +276,90 @@ def test_preview_shows_the_last_block_asked_for(site: Site) -> None:
     page.wait_for_timeout(1500)
     expect(page.locator("#preview")).to_contain_text("MEMORY CONTEXT")
     expect(page.locator("#preview")).not_to_contain_text("critique")
+
+
+# -- 5. Refresh says "Refreshed." only when it was ------------------------------------------------
+LOGOUT = "fetch('/logout', {method: 'POST', headers: {'X-Requested-With': 'creative-memory'}})"
+
+
+def test_a_failed_refresh_says_so(site: Site) -> None:
+    page = site.page
+    page.click("#refresh")
+    expect(page.locator("#status")).to_have_text("Refreshed.")
+    page.evaluate(LOGOUT)
+    page.click("#refresh")
+    expect(page.locator("#error")).not_to_be_empty()
+    settle(page)
+    expect(page.locator("#status")).not_to_have_text("Refreshed.")
+    expect(page.locator("#error")).not_to_be_empty()
+    expect(page.locator("#refresh")).to_be_focused()
+
+
+# -- 6. A half-typed pause date is refused ---------------------------------------------------------
+def test_a_half_typed_pause_date_is_refused(site: Site) -> None:
+    page = site.page
+    page.click("#pause-until")
+    page.keyboard.type("01022030")  # the date, not the time
+    assert page.eval_on_selector("#pause-until", "e => e.validity.badInput") is True
+    page.click("#pause")
+    expect(page.locator("#error")).to_contain_text("not a complete date and time")
+    expect(page.locator("#pause-until")).to_be_focused()
+    settle(page)
+    assert site.bodies("/api/v1/settings") == []
+    assert not site.daemon.store().get_settings("default").paused
+
+
+# -- 7. Forget and Reset say what they erased -----------------------------------------------------
+def test_forget_says_how_many_events_or_that_nothing_was_forgotten(site: Site) -> None:
+    page = site.page
+    page.on("dialog", lambda d: d.accept())
+    row(page, "neon_palette", "project:festival").get_by_role("button", name="Forget").click()
+    expect(page.locator("#status")).to_have_text(
+        "Forgot neon_palette (color) in project festival: 3 events erased."
+    )
+    # erased meanwhile elsewhere (the CLI, a host): the card is stale until the next poll
+    assert site.api("DELETE", "/api/v1/preferences/typography/serif_headings").status_code == 200
+    row(page, "serif_headings").get_by_role("button", name="Forget").click()
+    expect(page.locator("#status")).to_have_text(
+        "Nothing to forget: no events about serif_headings (typography) in global memory."
+    )
+
+
+def test_reset_says_how_many_events_it_erased(site: Site) -> None:
+    page = site.page
+    total = site.events()
+    page.click("#reset")
+    page.click("#reset-confirm")
+    expect(page.locator("#status")).to_have_text(
+        f"Memory erased (everything): {total} events erased, 0 left."
+    )
+
+
+# -- 8. A search that hides every record says so -------------------------------------------------
+def test_a_search_with_no_match_says_so(site: Site) -> None:
+    page = site.page
+    page.fill("#search", "zzzz")
+    expect(page.locator(RECORDS)).to_have_count(0)
+    expect(page.locator("#empty")).to_be_visible()
+    expect(page.locator("#empty")).to_have_text(
+        "No preferences match the search or the filter (3 records hidden)."
+    )
+    page.fill("#search", "")
+    expect(page.locator("#empty")).to_be_hidden()
+
+
+# -- 9. Resume follows the pause in force ---------------------------------------------------------
+def test_resume_is_off_once_a_timed_pause_has_expired(site: Site) -> None:
+    page = site.page
+    until = datetime.now(UTC) + timedelta(seconds=2)
+    r = site.api("POST", "/api/v1/settings", json={"paused": True, "paused_until": until.isoformat()})
+    assert r.status_code == 200, r.text
+    page.reload()
+    expect(page.locator("#pause-state")).to_contain_text("Learning paused until")
+    expect(page.locator("#resume")).to_be_enabled()
+    page.wait_for_timeout(2500)
+    page.reload()
+    settings = site.api("GET", "/api/v1/memory").json()["settings"]
+    assert settings["paused"] is True and settings["paused_now"] is False
+    expect(page.locator("#pause-state")).to_have_text("Learning is on.")
+    expect(page.locator("#resume")).to_be_disabled()

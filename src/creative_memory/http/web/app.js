@@ -167,7 +167,7 @@
       pause = `Learning paused until ${localTime(s.paused_until)}.`;
     } else if (s.paused_now) pause = "Learning paused until you resume.";
     $("pause-state").textContent = pause;
-    $("resume").disabled = !s.paused;
+    $("resume").disabled = !s.paused_now;  // an expired timed pause is not in force
   }
 
   function renderProjects(m) {
@@ -297,8 +297,12 @@
     keepingFocus(() => {
       $("records").replaceChildren(...rows.map((r) => card(r, injected.has(r.id))));
     });
-    $("empty").hidden = rows.length > 0;
     const n = m.preferences.length;
+    $("empty").hidden = rows.length > 0;
+    $("empty").textContent = n
+      ? `No preferences match the search or the filter (${plural(n, "record", "records")} ` +
+        "hidden)."
+      : "No preferences yet. Feedback from your design tool will appear here.";
     const inPrompt = m.preferences.filter((r) => injected.has(r.id)).length;
     const where = m.project_id ? `project ${m.project_id}` : "global memory";
     $("counts").textContent = `${rows.length} shown of ${plural(n, "record", "records")}; ` +
@@ -417,12 +421,13 @@
     return true;
   }
 
+  // true: redrawn, false: nothing changed (304), null: failed (the error is shown).
   async function refresh(force) {
     try {
       return await load(force);
     } catch (err) {
       fail(err);
-      return false;
+      return null;
     }
   }
 
@@ -526,12 +531,24 @@
     const nextKey = next ? `why:${next.dataset.key}` : null;
     const path = `/api/v1/preferences/${encodeURIComponent(r.preference_type)}/` +
       `${encodeURIComponent(r.pattern)}${q({ project_id: project })}`;
+    let res;
     return act(async () => {
-      const res = await api("DELETE", path);
+      res = await api("DELETE", path);
       hideWhy();
-      return res;
-    }, `Forgot ${r.pattern} in ${where}.`,
+    }, () => forgetWords(r, where, res),
     () => (nextKey ? findKey({ key: nextKey }) : null) || $("h-inspector"));
+  }
+
+  // What a forget erased, as the CLI says it (nothing, when it was gone already).
+  function forgetWords(r, where, res) {
+    if (!res) return "";
+    const what = `${r.pattern} (${r.preference_type}) in ${where}`;
+    if (res.events_removed) {
+      return `Forgot ${what}: ${plural(res.events_removed, "event", "events")} erased.`;
+    }
+    const elsewhere = (res.elsewhere || []).map(whereWords).join(", ");
+    return `Nothing to forget: no events about ${what}` +
+      `${elsewhere ? ` (it is in ${elsewhere})` : ""}.`;
   }
 
   // Why? shows the answer to the last question asked: an older answer arriving later is
@@ -861,6 +878,13 @@
         on ? "Diagnostics feed on." : "Diagnostics feed off.", () => $("diagnostics-feed"));
     });
     $("pause").addEventListener("click", () => {
+      // a half-typed date reads as "" (no date): refused, not taken for "until you resume"
+      if ($("pause-until").validity.badInput) {
+        fail(new Error("“Pause until” is not a complete date and time: complete it, or clear " +
+          "it to pause until you resume."));
+        focusOn($("pause-until"));
+        return undefined;
+      }
       const v = $("pause-until").value;
       const until = v ? new Date(v).toISOString() : null;
       return act(() => api("POST", "/api/v1/settings", { paused: true, paused_until: until }),
@@ -880,10 +904,13 @@
     });
     $("scope-filter").addEventListener("change", () => state.memory && renderRecords(state.memory));
     $("search").addEventListener("input", () => state.memory && renderRecords(state.memory));
-    $("refresh").addEventListener("click", () => refresh(true).then(() => {
-      show("Refreshed.");
-      focusOn($("refresh"));
-    }));
+    $("refresh").addEventListener("click", () => {
+      $("status").textContent = "";
+      return refresh(true).then((done) => {
+        if (done !== null) show("Refreshed.");
+        focusOn($("refresh"));
+      });
+    });
     $("preview-project").addEventListener("change", () => refresh(true));
     $("preview-variant").addEventListener("change", () => preview().catch(fail));
     $("why-close").addEventListener("click", closeWhy);
