@@ -363,3 +363,53 @@ def test_resume_is_off_once_a_timed_pause_has_expired(site: Site) -> None:
     assert settings["paused"] is True and settings["paused_now"] is False
     expect(page.locator("#pause-state")).to_have_text("Learning is on.")
     expect(page.locator("#resume")).to_be_disabled()
+
+
+# -- 11. A failed export says why ----------------------------------------------------------------
+def test_export_downloads_or_says_why_not(site: Site, tmp_path: Path) -> None:
+    page = site.page
+    with page.expect_download() as dl:
+        page.click("#export")
+    download = dl.value
+    assert download.suggested_filename.startswith("creative-memory-default-")
+    download.save_as(tmp_path / "a.json")
+    archive = json.loads((tmp_path / "a.json").read_text())
+    assert len(archive["events"]) == site.events()
+    expect(page.locator("#status")).to_have_text(f"Export saved as {download.suggested_filename}.")
+    page.evaluate(LOGOUT)
+    downloads: list[Any] = []
+    page.on("download", lambda d: downloads.append(d))
+    page.click("#export")
+    expect(page.locator("#error")).to_contain_text("creative-memory ui")
+    expect(page.locator("#export")).to_be_focused()
+    page.wait_for_timeout(300)
+    assert downloads == []
+
+
+# -- 12. The arrow keys step over gaps in the event numbers --------------------------------------
+def test_arrow_keys_step_to_the_next_event_over_gaps(site: Site) -> None:
+    page = site.page
+    r = site.api("DELETE", "/api/v1/preferences/typography/serif_headings")
+    assert r.json()["events_removed"] == 2
+    seqs = [e.seq for e in site.daemon.store().events("default")]
+    assert seqs != list(range(1, len(seqs) + 1))  # a gap
+    page.reload()
+    settle(page)
+    slider = page.locator("#history-seq")
+    hi = int(slider.get_attribute("max") or "0")
+    assert hi == seqs[-1]
+    slider.focus()
+    page.keyboard.press("Home")
+    expect(page.locator("#history-state")).to_contain_text("before the first event")
+    seen = []
+    for want in seqs:
+        page.keyboard.press("ArrowRight")
+        if want == hi:
+            expect(page.locator("#history-state")).to_have_text("Showing memory now.")
+        else:
+            expect(page.locator("#history-state")).to_contain_text(f"right after event #{want} ")
+        seen.append(int(slider.input_value()))
+    assert seen == seqs
+    expect(slider).to_be_focused()
+    page.keyboard.press("ArrowLeft")  # back: the daemon resolves it to the event before
+    expect(page.locator("#history-state")).to_contain_text(f"right after event #{seqs[-2]} ")

@@ -474,6 +474,25 @@
     return queue;
   }
 
+  // The archive is fetched, so a refusal (signed out, an altered log) is shown with its
+  // detail; then it is saved under the name the daemon gives (Content-Disposition).
+  function exportArchive() {
+    let name;
+    return act(async () => {
+      const res = await send("GET", "/api/v1/export");
+      if (!res.ok) await parse(res); // throws the problem's detail
+      const blob = await res.blob();
+      const m = /filename="([^"]+)"/.exec(res.headers.get("Content-Disposition") || "");
+      name = m ? m[1] : "creative-memory-export.json";
+      const url = URL.createObjectURL(blob);
+      const a = el("a", null, { href: url, download: name, hidden: "" });
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 60000);
+    }, () => `Export saved as ${name}.`, () => $("export"), true);
+  }
+
   // Replacing erases the current memory: ask first, naming what goes (today's count).
   async function confirmReplace(file) {
     // in the past, state.memory counts the events then: ask for today's count
@@ -686,10 +705,11 @@
     $("history-seq-value").textContent = v >= state.hi ? `#${v} (now)` : `#${v}`;
   }
 
+  // ``point``: {at_seq} or {as_of}, null for now, or a function finding it (when it runs).
   function travel(point, focus) {
     return act(async () => {
       const before = state.past;
-      state.past = point;
+      state.past = typeof point === "function" ? await point() : point;
       try {
         await load(true);
       } catch (err) {
@@ -698,6 +718,42 @@
       }
     }, () => (state.asOf ? `Showing memory ${pastWords(state.asOf)}.` : "Showing memory now."),
     focus, true);
+  }
+
+  // The arrow keys step to the next event, over gaps in the numbers (a forget, reset or
+  // import leaves them). The daemon resolves at_seq to the last event at or before it, so
+  // the next event after ``from`` is found by looking further ahead (doubling the step)
+  // until an event answers, then narrowing down to the first one.
+  async function resolveSeq(v) {
+    const m = await api("GET", `/api/v1/memory${q({ at_seq: v })}`);
+    return m.as_of ? m.as_of.at_seq : v;
+  }
+
+  async function nextEvent(from) {
+    let lo = from; // no event in (from, lo]
+    let hi = null; // an event after from, at or before hi
+    for (let step = 1; hi === null; step *= 2) {
+      const v = Math.min(from + step, state.hi);
+      const r = await resolveSeq(v);
+      if (r > from) hi = r;
+      else if (v >= state.hi) return state.hi;
+      else lo = v;
+    }
+    while (hi - lo > 1) {
+      const mid = Math.floor((lo + hi) / 2);
+      const r = await resolveSeq(mid);
+      if (r > from) hi = r;
+      else lo = mid;
+    }
+    return hi;
+  }
+
+  function stepForward() {
+    return travel(async () => {
+      if (!state.asOf) return null; // now: nothing after it
+      const n = await nextEvent(state.asOf.at_seq);
+      return n >= state.hi ? null : { at_seq: n };
+    }, () => $("history-seq"));
   }
 
   function slid() {
@@ -917,6 +973,10 @@
     $("why").addEventListener("keydown", (ev) => {
       if (ev.key === "Escape") closeWhy();
     });
+    $("export").addEventListener("click", (ev) => {
+      ev.preventDefault();
+      exportArchive();
+    });
     $("import-form").addEventListener("submit", async (ev) => {
       ev.preventDefault();
       const file = $("import-file").files[0];
@@ -981,6 +1041,14 @@
       slideTimer = setTimeout(slid, 400);
     });
     $("history-seq").addEventListener("change", slid);
+    $("history-seq").addEventListener("keydown", (ev) => {
+      if ((ev.key !== "ArrowRight" && ev.key !== "ArrowUp") || ev.altKey || ev.ctrlKey ||
+        ev.metaKey || ev.shiftKey) return;
+      ev.preventDefault(); // not one number on: the next event
+      clearTimeout(slideTimer);
+      slideTimer = null;
+      stepForward();
+    });
     $("history-go").addEventListener("click", () => {
       const v = $("history-date").value;
       if (!v) {
