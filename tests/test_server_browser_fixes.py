@@ -17,9 +17,10 @@ Uses the daemon and Chromium of tests/test_server_browser.py (skipped without th
 
 from __future__ import annotations
 
+import contextlib
 import json
-from datetime import UTC, datetime, timedelta
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +30,8 @@ import pytest
 from tests import test_server_browser as base
 from tests.test_server_browser import RECORDS, Daemon, row, settle, wire
 
-try:
+with contextlib.suppress(ImportError):  # skipped without it (pytestmark)
     from playwright.sync_api import Browser, Page, Request, Route, expect
-except ImportError:  # pragma: no cover - depends on the environment
-    pass
 
 pytestmark = [pytest.mark.slow, base.pytestmark]
 
@@ -352,7 +351,8 @@ def test_a_search_with_no_match_says_so(site: Site) -> None:
 def test_resume_is_off_once_a_timed_pause_has_expired(site: Site) -> None:
     page = site.page
     until = datetime.now(UTC) + timedelta(seconds=2)
-    r = site.api("POST", "/api/v1/settings", json={"paused": True, "paused_until": until.isoformat()})
+    body = {"paused": True, "paused_until": until.isoformat()}
+    r = site.api("POST", "/api/v1/settings", json=body)
     assert r.status_code == 200, r.text
     page.reload()
     expect(page.locator("#pause-state")).to_contain_text("Learning paused until")
@@ -413,3 +413,45 @@ def test_arrow_keys_step_to_the_next_event_over_gaps(site: Site) -> None:
     expect(slider).to_be_focused()
     page.keyboard.press("ArrowLeft")  # back: the daemon resolves it to the event before
     expect(page.locator("#history-state")).to_contain_text(f"right after event #{seqs[-2]} ")
+
+
+# -- 13. A refused project id stays typed; a used login link gets the signed-out page ------------
+def test_a_refused_project_id_stays_in_the_field(site: Site) -> None:
+    page = site.page
+    assert page.get_attribute("#new-project", "maxlength") == "128"
+    problem = {"type": "about:blank", "title": "Unprocessable", "status": 422,
+               "detail": "refused for the test", "field": "project_ignore_global"}  # fmt: skip
+
+    def refuse(route: Route) -> None:
+        if route.request.method == "POST":
+            route.fulfill(status=422, content_type="application/problem+json",
+                          body=json.dumps(problem))  # fmt: skip
+        else:
+            route.fallback()
+
+    page.route("**/api/v1/settings", refuse)
+    page.fill("#new-project", "poster-2026")
+    page.click("#add-project button")
+    expect(page.locator("#error")).to_contain_text("refused for the test")
+    expect(page.locator("#new-project")).to_have_value("poster-2026")
+    page.unroute("**/api/v1/settings")
+    page.click("#add-project button")
+    expect(page.locator("#ignore-poster-2026")).to_be_checked()
+    expect(page.locator("#new-project")).to_have_value("")
+
+
+def test_a_used_login_link_gets_the_signed_out_page(daemon: Daemon, browser: Browser) -> None:
+    link = daemon.login_link()
+    first = browser.new_context().new_page()
+    r = first.goto(link)
+    assert r is not None and r.status == 200
+    first.context.close()
+    page = browser.new_context().new_page()
+    for url, status in ((link, 401), (f"{daemon.url}/login", 400)):
+        r = page.goto(url)
+        assert r is not None and r.status == status
+        assert r.headers["content-type"].startswith("text/html")
+        expect(page.locator("h1")).to_have_text("Settings → Memory")
+        expect(page.locator("main")).to_contain_text("invalid, expired or already used")
+        expect(page.locator("main")).to_contain_text("creative-memory ui")
+    page.context.close()

@@ -951,12 +951,16 @@
     $("resume").addEventListener("click", () => act(
       () => api("POST", "/api/v1/settings", { paused: false }), "Learning resumed.",
       () => $("pause")));
+    // The id typed stays in the field until the daemon has taken it (a refused one is kept).
     $("add-project").addEventListener("submit", (ev) => {
       ev.preventDefault();
-      const p = $("new-project").value.trim();
+      const input = $("new-project");
+      const p = input.value.trim();
       if (!p) return;
-      $("new-project").value = "";
-      setProject(p, true);
+      act(async () => {
+        await api("POST", "/api/v1/settings", { project_ignore_global: { [p]: true } });
+        if (input.value.trim() === p) input.value = "";
+      }, `Project ${p} now ignores global memory.`, () => $(`ignore-${p}`) || input);
     });
     $("scope-filter").addEventListener("change", () => state.memory && renderRecords(state.memory));
     $("search").addEventListener("input", () => state.memory && renderRecords(state.memory));
