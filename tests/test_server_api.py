@@ -982,6 +982,21 @@ def test_expired_login_link_is_refused(daemon: InProcess, root: Path, token: str
     assert_problem(browser.get("/login", params={"once": nonce}), 401)
 
 
+def test_a_bad_login_link_opened_in_a_browser_gets_the_signed_out_page(
+    daemon: InProcess, root: Path, token: str
+) -> None:
+    nonce = DaemonFiles(root).create_login("default", ttl_s=-1)
+    browser = daemon.client()
+    html = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    for params, status in (({"once": nonce}, 401), ({}, 400)):
+        r = browser.get("/login", params=params, headers=html)
+        assert r.status_code == status and r.headers["content-type"].startswith("text/html")
+        assert "already used" in r.text and "creative-memory ui" in r.text
+        assert "script-src 'self'" in r.headers["content-security-policy"]
+    # an API client still gets the problem document
+    assert_problem(browser.get("/login", params={"once": nonce}), 401)
+
+
 def test_login_for_another_user_is_refused_in_single_user_mode(
     daemon: InProcess, root: Path, token: str
 ) -> None:

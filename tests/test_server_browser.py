@@ -454,7 +454,9 @@ def test_settings_memory_page_end_to_end(daemon: Daemon, browser: Browser, tmp_p
     page.set_input_files("#import-file", str(archive_path))
     page.select_option("#import-mode", "replace")
     page.click("#import")
-    expect(page.locator("#status")).to_contain_text("Imported 6 event(s)")
+    expect(page.locator("#status")).to_contain_text(
+        "Replaced your memory with export.json: 6 events"
+    )
     expect(page.locator("#import")).to_be_focused()
     expect(row(page, "neon_palette")).to_have_count(1)
     expect(row(page, "neon_palette", "project:festival")).to_have_count(1)

@@ -26,14 +26,29 @@ CSP: Final = (
 #: The page's icon (an SVG, served at /favicon.ico so no browser asks in vain).
 FAVICON: Final = (resources.files("creative_memory.http") / "web" / "favicon.svg").read_bytes()
 
-_SIGNED_OUT: Final = """<!doctype html>
+_SIGNED_OUT_PAGE: Final = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Sign in — creative-memory</title>
 <link rel="stylesheet" href="/static/style.css">
 <link rel="icon" href="/favicon.ico" type="image/svg+xml"></head>
 <body><main class="signed-out"><h1>Settings → Memory</h1>
-<p>You are not signed in. Run <code>creative-memory ui</code> on this machine: it prints and
+<p>{why} Run <code>creative-memory ui</code> on this machine: it prints and
 opens a one-time login link for this page.</p></main></body></html>
 """
+_SIGNED_OUT: Final = _SIGNED_OUT_PAGE.format(why="You are not signed in.")
+#: A login link that was used, has expired, or has no code, opened in a browser.
+_BAD_LINK: Final = _SIGNED_OUT_PAGE.format(
+    why="This login link is invalid, expired or already used: each link works once."
+)
+
+
+def _signed_out(status: int, html: str = _SIGNED_OUT) -> Response:
+    """The signed-out page (how to sign in), with ``status``."""
+    return HTMLResponse(html, status_code=status, headers={"Content-Security-Policy": CSP})
+
+
+def _wants_html(request: Request) -> bool:
+    """A browser opening a link (``Accept: text/html``), not an API client."""
+    return "text/html" in request.headers.get("accept", "")
 
 
 async def healthz(request: Request) -> Response:
@@ -67,7 +82,7 @@ async def page(request: Request) -> Response:
     """GET /: the page for a signed-in session, else how to sign in."""
     d = daemon(request)
     if d.auth.session_user(request) is None:
-        return HTMLResponse(_SIGNED_OUT, status_code=401, headers={"Content-Security-Policy": CSP})
+        return _signed_out(401)
     return Response(d.web["index.html"], media_type=WEB_FILES["index.html"],
                     headers={"Content-Security-Policy": CSP})  # fmt: skip
 
@@ -87,13 +102,19 @@ async def favicon(request: Request) -> Response:
 
 
 async def login(request: Request) -> Response:
-    """GET /login?once=: consume a one-time nonce, set the session cookie, go to the page."""
+    """GET /login?once=: consume a one-time nonce, set the session cookie, go to the page.
+    A link that does not sign in gets the signed-out page in a browser (same status), the
+    problem document otherwise."""
     d = daemon(request)
     nonce = query(request, "once")
     if not nonce:
+        if _wants_html(request):
+            return _signed_out(400, _BAD_LINK)
         raise invalid("the login link has no one-time code (once=)", "once", 400)
     user = await d.run(d.files.consume_login, nonce)
     if user is None or not d.auth.user_allowed(user):
+        if _wants_html(request):
+            return _signed_out(401, _BAD_LINK)
         raise unauthorized(
             "this login link is invalid, expired or already used; run creative-memory ui again"
         )

@@ -14,7 +14,7 @@
   const state = {
     memory: null, etag: "", busy: 0, opener: null, timelines: new Map(), pending: new Set(),
     past: null, asOf: null, hi: 0, projects: new Set(), derivation: null, change: null,
-    switchTo: null, switchOpener: null,
+    switchTo: null, switchOpener: null, reset: null, why: null,
   };
 
   function show(msg) {
@@ -75,12 +75,18 @@
     return scope && scope.startsWith("project:") ? scope.slice("project:".length) : null;
   }
 
-  function fillSelect(select, fixed, projects, prefix) {
+  // ``stay``: a chosen project that left the list stays chosen (listed as it was), so the
+  // select never changes under the person (Reset must erase what they chose, nothing else).
+  function fillSelect(select, fixed, projects, prefix, stay) {
     const keep = select.value;
     select.replaceChildren();
     for (const [value, label] of fixed) select.append(el("option", label, { value }));
     for (const p of projects) select.append(el("option", `Project ${p}`, { value: prefix + p }));
     const values = Array.from(select.options).map((o) => o.value);
+    if (stay && keep && !values.includes(keep) && keep.startsWith(prefix)) {
+      select.append(el("option", `Project ${keep.slice(prefix.length)}`, { value: keep }));
+      values.push(keep);
+    }
     select.value = values.includes(keep) ? keep : fixed[0][0];
   }
 
@@ -161,7 +167,7 @@
       pause = `Learning paused until ${localTime(s.paused_until)}.`;
     } else if (s.paused_now) pause = "Learning paused until you resume.";
     $("pause-state").textContent = pause;
-    $("resume").disabled = !s.paused;
+    $("resume").disabled = !s.paused_now;  // an expired timed pause is not in force
   }
 
   function renderProjects(m) {
@@ -185,7 +191,7 @@
       projects, "project:");
     fillSelect($("preview-project"), [["", "(none: global memory)"]], projects, "");
     fillSelect($("reset-scope"), [["all", "Everything (and switch memory back on)"],
-      ["global", "Global memory only"]], projects, "project:");
+      ["global", "Global memory only"]], projects, "project:", true);
   }
 
   function injectedIds(m) {
@@ -291,8 +297,12 @@
     keepingFocus(() => {
       $("records").replaceChildren(...rows.map((r) => card(r, injected.has(r.id))));
     });
-    $("empty").hidden = rows.length > 0;
     const n = m.preferences.length;
+    $("empty").hidden = rows.length > 0;
+    $("empty").textContent = n
+      ? `No preferences match the search or the filter (${plural(n, "record", "records")} ` +
+        "hidden)."
+      : "No preferences yet. Feedback from your design tool will appear here.";
     const inPrompt = m.preferences.filter((r) => injected.has(r.id)).length;
     const where = m.project_id ? `project ${m.project_id}` : "global memory";
     $("counts").textContent = `${rows.length} shown of ${plural(n, "record", "records")}; ` +
@@ -405,24 +415,36 @@
       renderHistory();
     });
     renderRecords(m);
+    followWhy(m);
     await preview();
     await loadDerivation();
     return true;
   }
 
+  // true: redrawn, false: nothing changed (304), null: failed (the error is shown).
   async function refresh(force) {
     try {
       return await load(force);
     } catch (err) {
       fail(err);
-      return false;
+      return null;
     }
   }
 
+  // The preview shows the answer to the last question asked (an older one is dropped).
+  let previewAsked = 0;
   async function preview() {
+    const ask = ++previewAsked;
     const project = $("preview-project").value;
     const variant = $("preview-variant").value;
-    const text = await api("GET", `/api/v1/prompt${q({ project_id: project, variant, ...pastQuery() })}`);
+    let text;
+    try {
+      text = await api("GET", `/api/v1/prompt${q({ project_id: project, variant, ...pastQuery() })}`);
+    } catch (err) {
+      if (ask === previewAsked) throw err;
+      return;
+    }
+    if (ask !== previewAsked) return;
     $("preview").textContent = text || "(empty: nothing would be put into the prompt)";
   }
 
@@ -452,6 +474,57 @@
     return queue;
   }
 
+  // The archive is fetched, so a refusal (signed out, an altered log) is shown with its
+  // detail; then it is saved under the name the daemon gives (Content-Disposition).
+  function exportArchive() {
+    let name;
+    return act(async () => {
+      const res = await send("GET", "/api/v1/export");
+      if (!res.ok) await parse(res); // throws the problem's detail
+      const blob = await res.blob();
+      const m = /filename="([^"]+)"/.exec(res.headers.get("Content-Disposition") || "");
+      name = m ? m[1] : "creative-memory-export.json";
+      const url = URL.createObjectURL(blob);
+      const a = el("a", null, { href: url, download: name, hidden: "" });
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 60000);
+    }, () => `Export saved as ${name}.`, () => $("export"), true);
+  }
+
+  // Replacing erases the current memory: ask first, naming what goes (today's count).
+  async function confirmReplace(file) {
+    // in the past, state.memory counts the events then: ask for today's count
+    const m = state.asOf ? await api("GET", "/api/v1/memory") : state.memory;
+    const now = m ? `your ${plural(m.event_count, "event", "events")}` : "your events";
+    return window.confirm(`Replace your memory with “${file.name}”? This erases ${now} and ` +
+      "your settings for real and puts the archive's events and settings in their place. " +
+      "Export first if you may want them back.");
+  }
+
+  // What an import did and what is in memory now, as the CLI says it.
+  function importWords(file, res) {
+    if (!res) return "";
+    const origin = res.archive_user_id !== res.user_id ? ` (archive of ${res.archive_user_id})` : "";
+    return res.mode === "replace"
+      ? `Replaced your memory with ${file.name}${origin}: ` +
+        `${plural(res.events_total, "event", "events")} and the archive's settings.`
+      : `Imported ${file.name}${origin}: ${plural(res.events_added, "event", "events")} added, ` +
+        `${res.events_total} in memory.`;
+  }
+
+  // What a reset erased (events_removed) and what is left, as the CLI says it.
+  function resetWords(chosen, res) {
+    if (!res) return "";
+    const what = chosen.scope === "all" ? "everything" : whereWords(chosen.scope);
+    const left = `${res.events_remaining} left`;
+    return res.events_removed
+      ? `Memory erased (${what}): ${plural(res.events_removed, "event", "events")} ` +
+        `erased, ${left}.`
+      : `Nothing to erase in ${what}: it had no events; ${left}.`;
+  }
+
   function setProject(p, ignore) {
     return act(() => api("POST", "/api/v1/settings", { project_ignore_global: { [p]: ignore } }),
       ignore ? `Project ${p} now ignores global memory.` : `Project ${p} uses global memory.`,
@@ -477,17 +550,37 @@
     const nextKey = next ? `why:${next.dataset.key}` : null;
     const path = `/api/v1/preferences/${encodeURIComponent(r.preference_type)}/` +
       `${encodeURIComponent(r.pattern)}${q({ project_id: project })}`;
+    let res;
     return act(async () => {
-      const res = await api("DELETE", path);
-      $("why").hidden = true;
-      return res;
-    }, `Forgot ${r.pattern} in ${where}.`,
+      res = await api("DELETE", path);
+      hideWhy();
+    }, () => forgetWords(r, where, res),
     () => (nextKey ? findKey({ key: nextKey }) : null) || $("h-inspector"));
   }
 
-  async function explain(r, opener) {
+  // What a forget erased, as the CLI says it (nothing, when it was gone already).
+  function forgetWords(r, where, res) {
+    if (!res) return "";
+    const what = `${r.pattern} (${r.preference_type}) in ${where}`;
+    if (res.events_removed) {
+      return `Forgot ${what}: ${plural(res.events_removed, "event", "events")} erased.`;
+    }
+    const elsewhere = (res.elsewhere || []).map(whereWords).join(", ");
+    return `Nothing to forget: no events about ${what}` +
+      `${elsewhere ? ` (it is in ${elsewhere})` : ""}.`;
+  }
+
+  // Why? shows the answer to the last question asked: an older answer arriving later is
+  // dropped. ``again``: the open panel is fetched anew (the point or the memory changed);
+  // focus stays where it is.
+  let whyAsked = 0;
+  async function explain(r, opener, again) {
+    const ask = ++whyAsked;
+    const view = `${state.path}|${state.etag}`;
     try {
       const e = await api("GET", patternPath(r, "explain"));
+      if (ask !== whyAsked) return;
+      state.why = { type: r.preference_type, pattern: r.pattern, scope: r.scope, view };
       state.opener = { key: `why:${r.id}` };
       $("h-why").textContent = `Why? ${r.preference_type} / ${r.pattern} (${r.scope})`;
       $("why-summary").textContent = `${plural(e.steps.length, "event", "events")} shaped this ` +
@@ -529,16 +622,46 @@
         if (v.injection) evidence.append(el("li", `Prompt: ${v.injection.why}`));
       }
       $("why").hidden = false;
-      $("h-why").focus();
+      if (!again) $("h-why").focus();
     } catch (err) {
+      if (ask !== whyAsked) return;
       fail(err);
-      focusOn(opener);
+      if (again) hideWhy();
+      else focusOn(opener);
     }
   }
 
-  function closeWhy() {
+  // Hide the panel and drop any answer still on its way; focus inside it goes to the inspector.
+  function hideWhy() {
+    whyAsked += 1;
+    state.why = null;
+    const inside = $("why").contains(document.activeElement);
     $("why").hidden = true;
+    if (inside) focusOn($("h-inspector"));
+  }
+
+  function closeWhy() {
+    hideWhy();
     focusOn(findKey(state.opener), $("h-inspector"));
+  }
+
+  // After a redraw: the open panel follows the point and the memory shown — fetched anew for
+  // them (emptied meanwhile, never today's trace under a past note), or closed when the
+  // record is not there (erased, or not yet at that point).
+  function followWhy(m) {
+    const w = state.why;
+    if (!w || $("why").hidden || w.view === `${state.path}|${state.etag}`) return;
+    const r = m.preferences.find((x) => x.preference_type === w.type && x.pattern === w.pattern &&
+      x.scope === w.scope);
+    if (!r) {
+      hideWhy();
+      return;
+    }
+    w.view = `${state.path}|${state.etag}`;
+    $("why-summary").textContent = "Updating: the trace for the memory shown…";
+    $("why-steps").replaceChildren();
+    $("why-evidence").replaceChildren();
+    explain(r, null, true);
   }
 
   // -- looking back: a point in the past for the records, Why? and the prompt preview ---------
@@ -582,10 +705,11 @@
     $("history-seq-value").textContent = v >= state.hi ? `#${v} (now)` : `#${v}`;
   }
 
+  // ``point``: {at_seq} or {as_of}, null for now, or a function finding it (when it runs).
   function travel(point, focus) {
     return act(async () => {
       const before = state.past;
-      state.past = point;
+      state.past = typeof point === "function" ? await point() : point;
       try {
         await load(true);
       } catch (err) {
@@ -594,6 +718,42 @@
       }
     }, () => (state.asOf ? `Showing memory ${pastWords(state.asOf)}.` : "Showing memory now."),
     focus, true);
+  }
+
+  // The arrow keys step to the next event, over gaps in the numbers (a forget, reset or
+  // import leaves them). The daemon resolves at_seq to the last event at or before it, so
+  // the next event after ``from`` is found by looking further ahead (doubling the step)
+  // until an event answers, then narrowing down to the first one.
+  async function resolveSeq(v) {
+    const m = await api("GET", `/api/v1/memory${q({ at_seq: v })}`);
+    return m.as_of ? m.as_of.at_seq : v;
+  }
+
+  async function nextEvent(from) {
+    let lo = from; // no event in (from, lo]
+    let hi = null; // an event after from, at or before hi
+    for (let step = 1; hi === null; step *= 2) {
+      const v = Math.min(from + step, state.hi);
+      const r = await resolveSeq(v);
+      if (r > from) hi = r;
+      else if (v >= state.hi) return state.hi;
+      else lo = v;
+    }
+    while (hi - lo > 1) {
+      const mid = Math.floor((lo + hi) / 2);
+      const r = await resolveSeq(mid);
+      if (r > from) hi = r;
+      else lo = mid;
+    }
+    return hi;
+  }
+
+  function stepForward() {
+    return travel(async () => {
+      if (!state.asOf) return null; // now: nothing after it
+      const n = await nextEvent(state.asOf.at_seq);
+      return n >= state.hi ? null : { at_seq: n };
+    }, () => $("history-seq"));
   }
 
   function slid() {
@@ -774,6 +934,13 @@
         on ? "Diagnostics feed on." : "Diagnostics feed off.", () => $("diagnostics-feed"));
     });
     $("pause").addEventListener("click", () => {
+      // a half-typed date reads as "" (no date): refused, not taken for "until you resume"
+      if ($("pause-until").validity.badInput) {
+        fail(new Error("“Pause until” is not a complete date and time: complete it, or clear " +
+          "it to pause until you resume."));
+        focusOn($("pause-until"));
+        return undefined;
+      }
       const v = $("pause-until").value;
       const until = v ? new Date(v).toISOString() : null;
       return act(() => api("POST", "/api/v1/settings", { paused: true, paused_until: until }),
@@ -784,53 +951,76 @@
     $("resume").addEventListener("click", () => act(
       () => api("POST", "/api/v1/settings", { paused: false }), "Learning resumed.",
       () => $("pause")));
+    // The id typed stays in the field until the daemon has taken it (a refused one is kept).
     $("add-project").addEventListener("submit", (ev) => {
       ev.preventDefault();
-      const p = $("new-project").value.trim();
+      const input = $("new-project");
+      const p = input.value.trim();
       if (!p) return;
-      $("new-project").value = "";
-      setProject(p, true);
+      act(async () => {
+        await api("POST", "/api/v1/settings", { project_ignore_global: { [p]: true } });
+        if (input.value.trim() === p) input.value = "";
+      }, `Project ${p} now ignores global memory.`, () => $(`ignore-${p}`) || input);
     });
     $("scope-filter").addEventListener("change", () => state.memory && renderRecords(state.memory));
     $("search").addEventListener("input", () => state.memory && renderRecords(state.memory));
-    $("refresh").addEventListener("click", () => refresh(true).then(() => {
-      show("Refreshed.");
-      focusOn($("refresh"));
-    }));
+    $("refresh").addEventListener("click", () => {
+      $("status").textContent = "";
+      return refresh(true).then((done) => {
+        if (done !== null) show("Refreshed.");
+        focusOn($("refresh"));
+      });
+    });
     $("preview-project").addEventListener("change", () => refresh(true));
     $("preview-variant").addEventListener("change", () => preview().catch(fail));
     $("why-close").addEventListener("click", closeWhy);
     $("why").addEventListener("keydown", (ev) => {
       if (ev.key === "Escape") closeWhy();
     });
-    $("import-form").addEventListener("submit", (ev) => {
+    $("export").addEventListener("click", (ev) => {
+      ev.preventDefault();
+      exportArchive();
+    });
+    $("import-form").addEventListener("submit", async (ev) => {
       ev.preventDefault();
       const file = $("import-file").files[0];
       if (!file) return;
       const mode = $("import-mode").value;
-      let added;
+      try {
+        if (mode === "replace" && !(await confirmReplace(file))) return;
+      } catch (err) {
+        fail(err);
+        return;
+      }
+      let res;
+      // the file's bytes as they are: the daemon judges what the CLI would read
       act(async () => {
-        const text = await file.text();
-        const res = await api("POST", `/api/v1/import${q({ mode })}`, text, true);
-        added = res.events_added;
-      }, "Import done.", () => $("import")).then(() => {
-        if (added !== undefined) show(`Imported ${added} event(s) (${mode}).`);
-      });
+        res = await api("POST", `/api/v1/import${q({ mode })}`, file, true);
+      }, () => importWords(file, res), () => $("import"));
     });
     const dialog = $("reset-dialog");
+    // The scope is fixed when the dialog opens: what it names is exactly what is sent.
     $("reset").addEventListener("click", () => {
       const opt = $("reset-scope").selectedOptions[0];
-      $("reset-text").textContent = `This erases ${opt.textContent.toLowerCase()} for real: ` +
+      if (!opt) return;
+      state.reset = { scope: opt.value, what: opt.textContent.toLowerCase() };
+      $("reset-text").textContent = `This erases ${state.reset.what} for real: ` +
         "the raw events are deleted, not hidden. Export first if you may want them back.";
       dialog.showModal();
       $("reset-cancel").focus();
     });
     $("reset-cancel").addEventListener("click", () => dialog.close());
+    dialog.addEventListener("close", () => {
+      state.reset = null;
+    });
     $("reset-confirm").addEventListener("click", () => {
-      const scope = $("reset-scope").value;
+      const chosen = state.reset;
       dialog.close();
-      act(() => api("POST", "/api/v1/reset", { confirm: true, scope }), "Memory erased.",
-        () => $("reset"));
+      if (!chosen) return;
+      let res;
+      act(async () => {
+        res = await api("POST", "/api/v1/reset", { confirm: true, scope: chosen.scope });
+      }, () => resetWords(chosen, res), () => $("reset"));
     });
     $("derivation-preview").addEventListener("click", previewSwitch);
     $("derivation-switch").addEventListener("click", (ev) => {
@@ -855,6 +1045,14 @@
       slideTimer = setTimeout(slid, 400);
     });
     $("history-seq").addEventListener("change", slid);
+    $("history-seq").addEventListener("keydown", (ev) => {
+      if ((ev.key !== "ArrowRight" && ev.key !== "ArrowUp") || ev.altKey || ev.ctrlKey ||
+        ev.metaKey || ev.shiftKey) return;
+      ev.preventDefault(); // not one number on: the next event
+      clearTimeout(slideTimer);
+      slideTimer = null;
+      stepForward();
+    });
     $("history-go").addEventListener("click", () => {
       const v = $("history-date").value;
       if (!v) {
@@ -865,11 +1063,13 @@
     });
     $("history-now").addEventListener("click", () => travel(null, () => $("history-seq")));
     $("past-now").addEventListener("click", () => travel(null, () => $("h-inspector")));
+    // Nothing is redrawn behind an open dialog or a queued action (they refresh after).
+    const idle = () => !document.hidden && !state.busy && !dialog.open && !switchDialog.open;
     document.addEventListener("visibilitychange", () => {
-      if (!document.hidden) refresh(false);
+      if (idle()) refresh(false);
     });
     setInterval(() => {
-      if (!document.hidden && !state.busy && !dialog.open && !switchDialog.open) refresh(false);
+      if (idle()) refresh(false);
     }, POLL_MS);
   }
 
