@@ -1088,7 +1088,8 @@ def test_prompt_into_a_host_prompt(cli: Cli) -> None:
         assert block.startswith("## Creative memory")
         out = cli.ok(*v1, "prompt", *flags, "--host-prompt", str(host)).out
         at = HOST_PROMPT.index("## Active design system")
-        assert out == HOST_PROMPT[:at] + block + "\n\n" + HOST_PROMPT[at:]
+        added = (block + "\n\n").replace("\n", "\r\n")  # a CRLF prompt stays CRLF
+        assert out == HOST_PROMPT[:at] + added + HOST_PROMPT[at:]
         piped = cli.ok(*v1, "prompt", *flags, "--host-prompt", "-", input=HOST_PROMPT)
         assert piped.out == out
         again = cli.ok(*v1, "prompt", *flags, "--host-prompt", "-", input=out)
@@ -1096,6 +1097,11 @@ def test_prompt_into_a_host_prompt(cli: Cli) -> None:
         doc = cli.json(*v1, "prompt", *flags, "--host-prompt", str(host))
         assert doc["prompt"] == out and doc["block"] == block
     assert "prompt" not in cli.json("prompt")
+    # memory off: nothing is injected, and a block composed earlier goes
+    cli.ok("disable")
+    r = cli.ok("prompt", "--host-prompt", "-", input=out)
+    assert r.out == HOST_PROMPT and "memory block composed earlier is removed" in r.err
+    cli.ok("enable")
     one_line_error(cli("prompt", "--legacy", "--host-prompt", str(host)), 2, "no heading to place")
     one_line_error(cli("prompt", "--host-prompt", str(cli.tmp / "missing.md")), 2, "missing.md")
     one_line_error(cli("prompt", "--host-prompt", str(cli.tmp)), 2, "directory")

@@ -592,3 +592,16 @@ def test_property_list_of_blocks(parts: list[Part], block: str) -> None:
     string_point = expected_point(parts)
     if at < len(parts) and kinds[at] != "other":
         assert string_point == offsets(parts)[at]
+
+
+def test_remove_memory_block() -> None:
+    from creative_memory.engine.prompt import remove_memory_block
+
+    host = "# Charter\n\n## Personal memory\n\nfacts\n\n" + BRAND
+    assert remove_memory_block(host) == host
+    assert remove_memory_block(ins(host)) == host
+    assert remove_memory_block(ins(host, CRIT)) == host
+    assert remove_memory_block(ins("x")) == "x\n\n"  # at the end: the joins added stay
+    with pytest.raises(ValidationError) as info:
+        remove_memory_block(None)  # type: ignore[arg-type]
+    assert info.value.field == "prompt"

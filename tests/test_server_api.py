@@ -794,6 +794,11 @@ def test_prompt_composed_into_a_host_prompt(api: Api) -> None:
             assert js["prompt"] == r.text and js["block"] == block
             assert js["variant"] == variant and js["project_id"] == (project or None)
     assert api.post("/api/v1/prompt", json={"host_prompt": ""}).text.endswith("\n")
+    # memory off (or forgotten, or nothing injectable): a block composed earlier goes too
+    composed = api.post("/api/v1/prompt", json={"host_prompt": HOST}).text
+    assert "## Creative memory" in composed
+    api.post("/api/v1/settings", json={"memory_enabled": False})
+    assert api.post("/api/v1/prompt", json={"host_prompt": composed}).text == HOST
 
 
 def test_project_toggle_makes_retrieval_ignore_global(api: Api) -> None:

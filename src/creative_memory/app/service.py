@@ -64,6 +64,7 @@ from creative_memory.engine.prompt import (
     build_generation_block,
     build_prompt_block,
     insert_memory_block_into_prompt,
+    remove_memory_block,
     summarize_diagnostics,
 )
 from creative_memory.engine.scope import validate_feature
@@ -513,7 +514,12 @@ class MemoryService:
             )
         _choice("variant", variant, COMPOSE_VARIANTS)
         result = self.prompt(user_id, project_id, variant, at_seq=at_seq, as_of=as_of)
-        result.prompt = insert_memory_block_into_prompt(host_prompt, result.block)
+        # nothing to inject (memory off, forgotten, empty): a block composed earlier goes too
+        result.prompt = (
+            insert_memory_block_into_prompt(host_prompt, result.block)
+            if result.block.strip()
+            else remove_memory_block(host_prompt)
+        )
         return result
 
     def decay(self, user_id: str, now: str | None = None) -> DecayResult:

@@ -455,6 +455,26 @@ def _blank_line_before(before: str) -> str:
     return "" if not last.strip() else "\n"
 
 
+def remove_memory_block(prompt: str) -> str:
+    """``prompt`` without its creative-memory sections (each up to the next heading of a
+    known kind: see :func:`insert_memory_block_into_prompt`); every other character kept.
+    What a composition with nothing to inject gives a prompt composed earlier
+    (docs/prompt-composition.md, "Where the block lands")."""
+    if not isinstance(prompt, str):
+        raise ValidationError("prompt", f"prompt must be a string, not {type(prompt).__name__}")
+    sections = _sections(prompt)
+    if not any(kind == "creative_memory" for _, kind in sections):
+        return prompt
+    kept: list[str] = []
+    pos = 0
+    for i, (start, kind) in enumerate(sections):
+        if kind == "creative_memory":
+            kept.append(prompt[pos:start])
+            pos = sections[i + 1][0] if i + 1 < len(sections) else len(prompt)
+    kept.append(prompt[pos:])
+    return "".join(kept)
+
+
 def insert_memory_block_into_prompt(prompt: str, block: str) -> str:
     """``prompt`` (a host's composed system prompt) with ``block`` inserted in place.
 
@@ -480,17 +500,8 @@ def insert_memory_block_into_prompt(prompt: str, block: str) -> str:
     if not text:
         return prompt
     _check_prompt_block(text)
+    prompt = remove_memory_block(prompt)
     sections = _sections(prompt)
-    if any(kind == "creative_memory" for _, kind in sections):
-        kept: list[str] = []
-        pos = 0
-        for i, (start, kind) in enumerate(sections):
-            if kind == "creative_memory":
-                kept.append(prompt[pos:start])
-                pos = sections[i + 1][0] if i + 1 < len(sections) else len(prompt)
-        kept.append(prompt[pos:])
-        prompt = "".join(kept)
-        sections = _sections(prompt)
     at = len(prompt)
     kinds = [kind for _, kind in sections]
     if "personal_memory" in kinds:

@@ -79,11 +79,12 @@ def prompt(
         raise click.UsageError("--critique and --legacy are mutually exclusive")
     variant = "critique" if critique else "legacy" if legacy else "generation"
     service = state.service
-    if host_prompt is None:
+    host_text = None if host_prompt is None else read_host_prompt(host_prompt)
+    if host_text is None:
         result = service.prompt(state.user, project, variant, at_seq=at_seq, as_of=as_of)
     else:
         result = service.compose(
-            state.user, read_host_prompt(host_prompt), project, variant, at_seq=at_seq, as_of=as_of
+            state.user, host_text, project, variant, at_seq=at_seq, as_of=as_of
         )
     if state.json:
         doc: dict[str, Any] = {
@@ -110,7 +111,13 @@ def prompt(
     elif result.block:
         write_utf8(result.block + "\n")
     if not result.block:
-        what = "the host prompt is unchanged" if result.prompt is not None else "no memory block"
+        what = "no memory block"
+        if result.prompt is not None:
+            what = (
+                "the host prompt is unchanged"
+                if result.prompt == host_text
+                else "the memory block composed earlier is removed"
+            )
         note(f"({what}: nothing is injectable right now)")
     if result.diagnostics_feed:
         note(result.diagnostics_feed)
