@@ -24,7 +24,7 @@ from creative_memory.engine.events import (
     encode_event,
 )
 from creative_memory.storage import FileStorage, UserSettings
-from creative_memory.storage.base import EventLogStorage, ImportPlan
+from creative_memory.storage.base import EventLogStorage, ImportPlan, LogSnapshot
 from creative_memory.storage.postgres import redact_url
 
 if TYPE_CHECKING:
@@ -571,3 +571,62 @@ def test_a_connect_timeout_the_url_gets_wrong_fails_at_once(pg_url: str) -> None
         assert storage.append(U, [sig("a")])[0].seq == 1
     finally:
         storage.close()
+
+
+def test_read_events_into_a_sink_hands_on_bounded_chunks_in_order(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``read_events(sink=…)``: the same events as a plain read, in order, never more than
+    a chunk at once, and an empty snapshot (docs/storage.md: memory bounded by a chunk)."""
+    from creative_memory.storage.files import backend as files_backend
+    from creative_memory.storage.postgres import backend as pg_backend
+
+    monkeypatch.setattr(pg_backend, "_SINK_CHUNK", 7)  # events at a time
+    monkeypatch.setattr(files_backend, "READ_CHUNK", 1500)  # bytes at a time (~7 events)
+    s = backend.storage()
+    nobody = LogSnapshot(events=[], generation="", end=0)
+    assert s.read_events(U, sink=lambda chunk: None) == nobody  # no user yet
+    s.append(U, [sig(f"p{i}") for i in range(25)])
+    at_25 = s.read_events(U, sink=lambda chunk: None)
+    s.append(U, [sig(f"q{i}") for i in range(5)])
+    whole = s.read_events(U)
+    chunks: list[list[Event]] = []
+    snap = s.read_events(U, sink=chunks.append)
+    assert [e for c in chunks for e in c] == whole.events
+    assert len(chunks) > 2 and max(len(c) for c in chunks) <= 10
+    assert (snap.events, snap.generation, snap.end) == ([], whole.generation, whole.end)
+    # resumed from a position of the same generation: only the events after it
+    chunks.clear()
+    again = s.read_events(U, generation=at_25.generation, start=at_25.end, sink=chunks.append)
+    assert [e.seq for c in chunks for e in c] == [26, 27, 28, 29, 30]
+    assert again.resumed and again.end == whole.end
+    chunks.clear()
+    done = s.read_events(U, generation=whole.generation, start=whole.end, sink=chunks.append)
+    assert chunks == [] and done.end == whole.end
+
+
+def test_postgres_reads_into_a_sink_a_chunk_at_a_time(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No more than a chunk of rows is decoded before it is handed on: the log is not
+    fetched whole first (a server-side cursor)."""
+    from creative_memory.storage.postgres import PostgresStorage
+    from creative_memory.storage.postgres import backend as pg_backend
+
+    monkeypatch.setattr(pg_backend, "_SINK_CHUNK", 7)
+    s = PostgresStorage(pg_url)
+    try:
+        s.append(U, [sig(f"p{i}") for i in range(30)])
+        decoded: list[int] = []
+        real = PostgresStorage._decode
+
+        def counting(self: PostgresStorage, user_id: str, seq: int, line: bytes) -> Event:
+            decoded.append(seq)
+            return real(self, user_id, seq, line)
+
+        monkeypatch.setattr(PostgresStorage, "_decode", counting)
+        seen_at: list[int] = []
+        s.read_events(U, sink=lambda chunk: seen_at.append(len(decoded)))
+        assert seen_at == [7, 14, 21, 28, 30]
+    finally:
+        s.close()

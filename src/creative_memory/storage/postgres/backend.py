@@ -135,7 +135,11 @@ class PostgresStorage:
     ) -> LogSnapshot:
         """``end`` is the ``seq`` of the last event read (the position to continue from):
         within one generation events are only ever appended with higher ``seq``. One
-        statement, so the generation and the events come from one consistent snapshot."""
+        statement, so the generation and the events come from one consistent snapshot. With
+        a ``sink``, the rows are fetched, decoded and handed on ``_SINK_CHUNK`` at a time
+        (a server-side cursor): memory bounded by a chunk, not by the log."""
+        if sink is not None:
+            return self._read_into(user_id, generation, start, sink)
         with self._db.conn() as conn:
             rows = conn.execute(
                 "SELECT u.generation, u.generation = %(gen)s, e.seq, e.line "
@@ -151,11 +155,46 @@ class PostgresStorage:
         resumed = bool(rows[0][1])
         events = [self._decode(user_id, seq, line) for _, _, seq, line in rows if seq is not None]
         end = events[-1].seq if events else (start if resumed else 0)
-        if sink is not None:  # decoded in one go here; handed on in chunks all the same
-            for i in range(0, len(events), _SINK_CHUNK):
-                sink(events[i : i + _SINK_CHUNK])
-            events = []
         return LogSnapshot(events=events, generation=current, end=end, resumed=resumed)
+
+    def _read_into(
+        self,
+        user_id: str,
+        generation: str | None,
+        start: int,
+        sink: Callable[[list[Event]], None],
+    ) -> LogSnapshot:
+        """:meth:`read_events` with a ``sink``: the same statement through a server-side
+        cursor in one transaction (one snapshot), ``_SINK_CHUNK`` rows at a time."""
+        current: str | None = None
+        resumed = False
+        end = None
+        with self._db.conn() as conn, conn.transaction():
+            cursor = conn.cursor(name="cm_read_events", binary=True)
+            cursor.execute(
+                "SELECT u.generation, u.generation = %(gen)s, e.seq, e.line "
+                "FROM cm_users u LEFT JOIN cm_events e ON e.user_id = u.user_id "
+                "AND e.seq > (CASE WHEN u.generation = %(gen)s THEN %(start)s ELSE 0 END) "
+                "WHERE u.user_id = %(user)s ORDER BY e.seq",
+                {"user": user_id, "gen": generation, "start": start},
+            )
+            while rows := cursor.fetchmany(_SINK_CHUNK):
+                if current is None:
+                    current, resumed = rows[0][0], bool(rows[0][1])
+                    if current is None:
+                        break
+                chunk = [
+                    self._decode(user_id, seq, line) for _, _, seq, line in rows if seq is not None
+                ]
+                if chunk:
+                    end = chunk[-1].seq
+                    sink(chunk)
+            cursor.close()
+        if current is None:
+            return LogSnapshot(events=[], generation="", end=0)
+        if end is None:
+            end = start if resumed else 0
+        return LogSnapshot(events=[], generation=current, end=end, resumed=resumed)
 
     def read_after_cached(self, user_id: str, is_cached: Callable[[str], bool]) -> LogSnapshot:
         """Walk the log backwards (``h`` and ``line`` in growing batches, one repeatable-read
