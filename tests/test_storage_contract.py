@@ -579,9 +579,9 @@ def test_read_events_into_a_sink_hands_on_bounded_chunks_in_order(
     """``read_events(sink=…)``: the same events as a plain read, in order, never more than
     a chunk at once, and an empty snapshot (docs/storage.md: memory bounded by a chunk)."""
     from creative_memory.storage.files import backend as files_backend
-    from creative_memory.storage.postgres import backend as pg_backend
+    from creative_memory.storage.postgres import reading as pg_reading
 
-    monkeypatch.setattr(pg_backend, "_SINK_CHUNK", 7)  # events at a time
+    monkeypatch.setattr(pg_reading, "SINK_CHUNK", 7)  # events at a time
     monkeypatch.setattr(files_backend, "READ_CHUNK", 1500)  # bytes at a time (~7 events)
     s = backend.storage()
     nobody = LogSnapshot(events=[], generation="", end=0)
@@ -611,9 +611,9 @@ def test_postgres_reads_into_a_sink_a_chunk_at_a_time(
     """No more than a chunk of rows is decoded before it is handed on: the log is not
     fetched whole first (a server-side cursor)."""
     from creative_memory.storage.postgres import PostgresStorage
-    from creative_memory.storage.postgres import backend as pg_backend
+    from creative_memory.storage.postgres import reading as pg_reading
 
-    monkeypatch.setattr(pg_backend, "_SINK_CHUNK", 7)
+    monkeypatch.setattr(pg_reading, "SINK_CHUNK", 7)
     s = PostgresStorage(pg_url)
     try:
         s.append(U, [sig(f"p{i}") for i in range(30)])

@@ -28,11 +28,10 @@ from creative_memory.storage.base import (
     SettingsSeen,
 )
 from creative_memory.storage.files.cache import DEFAULT_CACHE_CAPACITY
+from creative_memory.storage.postgres import reading
 from creative_memory.storage.postgres.appends import Seen
 from creative_memory.storage.postgres.connections import DEFAULT_POOL_SIZE, Connections
 from creative_memory.storage.postgres.writer import TAILS_KEPT, AppendWriter, insert_events
-
-_SINK_CHUNK = 4096  # events per call of a read_events sink
 
 _settings_decoder = msgspec.json.Decoder(UserSettings)
 _notes_decoder = msgspec.json.Decoder(list[ErasureNote])
@@ -133,115 +132,14 @@ class PostgresStorage:
         start: int = 0,
         sink: Callable[[list[Event]], None] | None = None,
     ) -> LogSnapshot:
-        """``end`` is the ``seq`` of the last event read (the position to continue from):
-        within one generation events are only ever appended with higher ``seq``. One
-        statement, so the generation and the events come from one consistent snapshot. With
-        a ``sink``, the rows are fetched, decoded and handed on ``_SINK_CHUNK`` at a time
-        (a server-side cursor): memory bounded by a chunk, not by the log."""
-        if sink is not None:
-            return self._read_into(user_id, generation, start, sink)
-        with self._db.conn() as conn:
-            rows = conn.execute(
-                "SELECT u.generation, u.generation = %(gen)s, e.seq, e.line "
-                "FROM cm_users u LEFT JOIN cm_events e ON e.user_id = u.user_id "
-                "AND e.seq > (CASE WHEN u.generation = %(gen)s THEN %(start)s ELSE 0 END) "
-                "WHERE u.user_id = %(user)s ORDER BY e.seq",
-                {"user": user_id, "gen": generation, "start": start},
-                binary=True,
-            ).fetchall()
-        if not rows or rows[0][0] is None:
-            return LogSnapshot(events=[], generation="", end=0)
-        current: str = rows[0][0]
-        resumed = bool(rows[0][1])
-        events = [self._decode(user_id, seq, line) for _, _, seq, line in rows if seq is not None]
-        end = events[-1].seq if events else (start if resumed else 0)
-        return LogSnapshot(events=events, generation=current, end=end, resumed=resumed)
-
-    def _read_into(
-        self,
-        user_id: str,
-        generation: str | None,
-        start: int,
-        sink: Callable[[list[Event]], None],
-    ) -> LogSnapshot:
-        """:meth:`read_events` with a ``sink``: the same statement through a server-side
-        cursor in one transaction (one snapshot), ``_SINK_CHUNK`` rows at a time."""
-        current: str | None = None
-        resumed = False
-        end = None
-        with self._db.conn() as conn, conn.transaction():
-            cursor = conn.cursor(name="cm_read_events", binary=True)
-            cursor.execute(
-                "SELECT u.generation, u.generation = %(gen)s, e.seq, e.line "
-                "FROM cm_users u LEFT JOIN cm_events e ON e.user_id = u.user_id "
-                "AND e.seq > (CASE WHEN u.generation = %(gen)s THEN %(start)s ELSE 0 END) "
-                "WHERE u.user_id = %(user)s ORDER BY e.seq",
-                {"user": user_id, "gen": generation, "start": start},
-            )
-            while rows := cursor.fetchmany(_SINK_CHUNK):
-                if current is None:
-                    current, resumed = rows[0][0], bool(rows[0][1])
-                    if current is None:
-                        break
-                chunk = [
-                    self._decode(user_id, seq, line) for _, _, seq, line in rows if seq is not None
-                ]
-                if chunk:
-                    end = chunk[-1].seq
-                    sink(chunk)
-            cursor.close()
-        if current is None:
-            return LogSnapshot(events=[], generation="", end=0)
-        if end is None:
-            end = start if resumed else 0
-        return LogSnapshot(events=[], generation=current, end=end, resumed=resumed)
+        """See :func:`~creative_memory.storage.postgres.reading.read_events`."""
+        return reading.read_events(
+            self._db, self._decode, user_id, generation=generation, start=start, sink=sink
+        )
 
     def read_after_cached(self, user_id: str, is_cached: Callable[[str], bool]) -> LogSnapshot:
-        """Walk the log backwards (``h`` and ``line`` in growing batches, one repeatable-read
-        snapshot) until an event whose chain hash is cached; decode only the events after
-        it: O(k) rows for k events after the cached one."""
-        with self._db.tx() as conn:
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            row = conn.execute(
-                "SELECT generation FROM cm_users WHERE user_id = %s", (user_id,)
-            ).fetchone()
-            if row is None or row[0] is None:
-                return LogSnapshot(events=[], generation="", end=0)
-            current: str = row[0]
-            tail: list[tuple[int, bytes]] = []  # newest first
-            base: str | None = None
-            end = 0
-            before: int | None = None
-            batch = 64
-            while base is None:
-                if before is None:
-                    cur = conn.execute(
-                        "SELECT seq, h, line FROM cm_events WHERE user_id = %s "
-                        "ORDER BY seq DESC LIMIT %s",
-                        (user_id, batch),
-                        binary=True,
-                    )
-                else:
-                    cur = conn.execute(
-                        "SELECT seq, h, line FROM cm_events WHERE user_id = %s AND seq < %s "
-                        "ORDER BY seq DESC LIMIT %s",
-                        (user_id, before, batch),
-                        binary=True,
-                    )
-                rows = cur.fetchall()
-                if not end and rows:
-                    end = rows[0][0]
-                for seq, h, line in rows:
-                    if is_cached(h):
-                        base = h
-                        break
-                    tail.append((seq, line))
-                if len(rows) < batch:
-                    break
-                before = rows[-1][0]
-                batch = min(batch * 4, 16384)
-        events = [self._decode(user_id, seq, line) for seq, line in reversed(tail)]
-        return LogSnapshot(events=events, generation=current, end=end, base=base)
+        """See :func:`~creative_memory.storage.postgres.reading.read_after_cached`."""
+        return reading.read_after_cached(self._db, self._decode, user_id, is_cached)
 
     def generation(self, user_id: str) -> str:
         """The log's current generation ("" when there is no log)."""
