@@ -5,7 +5,7 @@
   clock, environment or framework module;
 * the contracts are not vacuous: the same check on a copy of the package with one upward
   import, and with one I/O import in the engine, fails;
-* no module in ``src/`` is over 600 lines;
+* no module in ``src/`` is over 600 lines, the page's scripts (``http/web/*.js``) included;
 * every public function and class has a docstring, and the sources point to docs/ in this
   repository (which exist), never to files outside it or to issue numbers.
 """
@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from creative_memory.http.state import WEB_FILES
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
@@ -81,12 +83,25 @@ def test_a_violation_breaks_a_contract(
 
 
 def test_no_module_is_over_the_line_limit() -> None:
+    scripts = sorted((PACKAGE / "http" / "web").glob("*.js"))
+    assert scripts, "the page's scripts moved: point this test at them"
     long = {
         str(p.relative_to(SRC)): n
-        for p in sorted(PACKAGE.rglob("*.py"))
+        for p in [*sorted(PACKAGE.rglob("*.py")), *scripts]
         if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def test_every_page_script_is_served() -> None:
+    """Each ES module of the page is in ``WEB_FILES`` (served, packaged, typed as JavaScript)
+    and nothing listed is missing."""
+    web = PACKAGE / "http" / "web"
+    scripts = {p.name for p in web.glob("*.js")}
+    listed = {n for n in WEB_FILES if n.endswith(".js")}
+    assert scripts == listed
+    assert all(WEB_FILES[n].startswith("text/javascript") for n in listed)
+    assert all((web / n).is_file() for n in WEB_FILES)
 
 
 def _public_definitions() -> Iterator[tuple[str, ast.AST]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -961,7 +962,17 @@ def test_login_link_sets_a_strict_httponly_cookie(
     page = browser.get("/")
     assert page.status_code == 200 and "Settings → Memory" in page.text
     assert "script-src 'self'" in page.headers["content-security-policy"]
-    assert browser.get("/static/app.js").status_code == 200
+    # the script is ES modules: the entry point and every module it imports, served as JavaScript
+    assert '<script type="module" src="/static/app.js">' in page.text
+    seen, todo = set(), ["app.js"]
+    while todo:
+        name = todo.pop()
+        seen.add(name)
+        r = browser.get(f"/static/{name}")
+        assert r.status_code == 200, name
+        assert r.headers["content-type"].startswith("text/javascript"), name
+        todo += [n for n in re.findall(r'from "\./([\w-]+\.js)";', r.text) if n not in seen]
+    assert len(seen) > 1
     assert browser.get("/api/v1/memory").json()["user_id"] == "default"
     # cookie writes need the CSRF header
     r = browser.post("/api/v1/settings", json={"diagnostics_feed": True})

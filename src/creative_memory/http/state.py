@@ -34,10 +34,22 @@ THREADS: Final = 32
 #: the events are in the log, and the next start derives lazily).
 WORKER_STOP_S: Final = 5.0
 
-#: The page's static files and their media types.
+#: The page's static files and their media types: the script is ES modules, ``app.js`` the
+#: entry point, importing the others by relative URL (docs/daemon.md, "The Settings → Memory
+#: page").
 WEB_FILES: Final = {
     "index.html": "text/html; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
+    "state.js": "text/javascript; charset=utf-8",
+    "dom.js": "text/javascript; charset=utf-8",
+    "words.js": "text/javascript; charset=utf-8",
+    "api.js": "text/javascript; charset=utf-8",
+    "records.js": "text/javascript; charset=utf-8",
+    "load.js": "text/javascript; charset=utf-8",
+    "actions.js": "text/javascript; charset=utf-8",
+    "why.js": "text/javascript; charset=utf-8",
+    "history.js": "text/javascript; charset=utf-8",
+    "derivation.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
 }
 

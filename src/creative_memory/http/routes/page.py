@@ -88,7 +88,7 @@ async def page(request: Request) -> Response:
 
 
 async def static(request: Request) -> Response:
-    """GET /static/{name}: the page's script and style sheet."""
+    """GET /static/{name}: the page's scripts (ES modules) and style sheet."""
     name = request.path_params["name"]
     if name not in WEB_FILES or name == "index.html":
         raise not_found(f"no static file {name!r}")
