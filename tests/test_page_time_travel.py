@@ -27,7 +27,7 @@ import pytest
 from creative_memory import DERIVATION_VERSION, MemoryStore
 from creative_memory.http import DaemonConfig, DaemonFiles, ThreadedDaemon
 from tests.test_page_layout import OVERFLOWING, axe_violations
-from tests.test_server_browser import ARGS, CHROMIUM, RECORDS, wire
+from tests.test_server_browser import ARGS, CHROMIUM, RECORDS, desktop_page, wire
 
 try:
     from playwright.sync_api import Page, expect, sync_playwright
@@ -105,12 +105,7 @@ def site(tmp_path: Path) -> Iterator[Site]:
         assert token is not None
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            context = browser.new_context(
-                viewport={"width": 1280, "height": 900},
-                timezone_id="America/New_York",
-                locale="en-US",
-            )
-            page = context.new_page()
+            page = desktop_page(browser, downloads=False)
             errors: list[str] = []
             page.on(
                 "console",

@@ -211,15 +211,22 @@ def wait_for(predicate: Any, timeout: float = 10.0) -> None:
         time.sleep(0.05)
 
 
-@pytest.mark.slow
-def test_settings_memory_page_end_to_end(daemon: Daemon, browser: Browser, tmp_path: Path) -> None:
+def desktop_page(browser: Browser, *, downloads: bool = True) -> Page:
+    """A new page in a new context: a desktop window, New York time, English (the
+    browser tests' setting, so times and wording are the same on every machine)."""
     context = browser.new_context(
-        accept_downloads=True,
+        accept_downloads=downloads,
         viewport={"width": 1280, "height": 900},
         timezone_id="America/New_York",
         locale="en-US",
     )
-    page = context.new_page()
+    return context.new_page()
+
+
+@pytest.mark.slow
+def test_settings_memory_page_end_to_end(daemon: Daemon, browser: Browser, tmp_path: Path) -> None:
+    page = desktop_page(browser)
+    context = page.context
     page.on("dialog", lambda d: d.accept())
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))

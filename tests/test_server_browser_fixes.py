@@ -86,13 +86,8 @@ class Site:
 
 @pytest.fixture
 def site(daemon: Daemon, browser: Browser) -> Iterator[Site]:
-    context = browser.new_context(
-        accept_downloads=True,
-        viewport={"width": 1280, "height": 900},
-        timezone_id="America/New_York",
-        locale="en-US",
-    )
-    page = context.new_page()
+    page = base.desktop_page(browser)
+    context = page.context
     page.set_default_timeout(10_000)
     s = Site(daemon, page)
     assert daemon.post("/api/v1/events", SEED)["accepted"] == 8
