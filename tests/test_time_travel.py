@@ -238,6 +238,9 @@ def test_as_of_a_time_and_its_errors(tmp_path: Path) -> None:
     assert early["event_count"] == 1 and early["as_of"]["at_seq"] == 1
     before_anything = svc.inspect("alice", as_of="2025-01-01")
     assert before_anything["preferences"] == [] and before_anything["event_count"] == 0
+    # a time past year 9999 in UTC (an expanded year) is after every event, not before
+    far = svc.inspect("alice", as_of="9999-12-31T20:00:00-05:00")
+    assert far["event_count"] == 2 and far["as_of"]["at_seq"] == 2
     explained = svc.explain("alice", "color", "neon_palette", at_seq=1)
     assert len(explained.steps) == 1
     for user in ("../x", "a/b"):  # an unsafe id is refused before any log is read

@@ -26,7 +26,7 @@ from creative_memory.engine.preview import compare
 from creative_memory.engine.prompt import build_generation_block
 from creative_memory.engine.retrieval import retrieve_state
 from creative_memory.engine.settings import version_at
-from creative_memory.engine.timeutil import format_ts, try_parse_ts
+from creative_memory.engine.timeutil import format_ts, try_parse_ts, ts_to_ms
 
 if TYPE_CHECKING:
     from creative_memory.app.store import MemoryStore
@@ -109,8 +109,10 @@ class History:
             # the longest prefix of the log recorded by then (an imported event keeps its
             # archive's recorded_at, so the log need not be in recorded_at order: the first
             # event recorded later ends the prefix)
+            # (as instants: an expanded year, ``+010000-…``, sorts apart as text)
             n = next(
-                (i for i, e in enumerate(log.events) if e.recorded_at > when), len(log.events)
+                (i for i, e in enumerate(log.events) if ts_to_ms(e.recorded_at) > ms),
+                len(log.events),
             )
         # the point is the last event kept (a number past the end is now: the last event)
         at_seq = log.events[n - 1].seq if n else 0
