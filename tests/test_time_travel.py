@@ -338,3 +338,40 @@ def test_a_replayed_conformance_trace_previews_to_1_without_change(
             continue
         assert result.change.records == [] and result.change.injection == [], user
         assert not result.change.block_changed
+
+
+def test_a_past_view_read_across_a_forget_keeps_nothing_erased_and_stays_consistent(
+    tmp_path: Path,
+) -> None:
+    """A time-travel read that found its point before a forget and derives after it (the
+    daemon serves both at once): it shows the log it found the point in — no event after
+    the point — and keeps nothing of that log, which held what the forget erased."""
+    store = MemoryStore(tmp_path / "mem", derivation_version="1")
+    svc = MemoryService(store)
+    for i in range(3):
+        store.ingest_signal("alice", signal("secret_pat", "negative", artifact=f"s{i}"))
+    for i in range(4):
+        store.ingest_signal("alice", signal(f"p{i}", "positive", artifact=f"p{i}"))
+    history = svc.history
+    point = history.point("alice", 5, None)  # the read finds its point ...
+    assert point is not None and point.events == 5
+    svc.forget("alice", "color", "secret_pat")  # ... an erasure lands ...
+    store.ingest_signal("alice", signal("late", "positive", artifact="late"))
+    state = history.state_at("alice", point)  # ... and the read goes on
+    seen = {r.pattern for r in state.all_records()}
+    assert seen == {"secret_pat", "p0", "p1"}  # the point's own prefix, nothing after it
+    assert [getattr(e, "pattern", None) for e in history.events_until("alice", point)] == [
+        "secret_pat", "secret_pat", "secret_pat", "p0", "p1"
+    ]  # fmt: skip
+    kept = [r for s in history._prefixes.values() for r in s.all_records()]
+    assert all(r.pattern != "secret_pat" for r in kept)
+    assert all(
+        getattr(e, "pattern", None) != "secret_pat"
+        for log in history._logs.values()
+        for e in log.events
+    )
+    # a point found now is in the rewritten log, and its state is kept
+    now = history.point("alice", 5, None)
+    assert now is not None and now.events == 2  # seq 4 and 5 remain at or before 5
+    assert {r.pattern for r in history.state_at("alice", now).all_records()} == {"p0", "p1"}
+    assert len(history._prefixes) == 1

@@ -10,7 +10,8 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -47,6 +48,10 @@ class Point:
     recorded_at: str
     version: str
     events: int  # how many events of today's log that prefix holds
+    # the log the point was found in (its generation and events): what is derived or shown
+    # for the point comes from that same read, whatever rewrite lands in between
+    generation: str = field(default="", compare=False, repr=False)
+    log: Sequence[Event] = field(default=(), compare=False, repr=False)
 
 
 @dataclass
@@ -122,31 +127,47 @@ class History:
         # as of a time: the version in force at that time; right after an event: then
         moment = when or recorded or None
         version = version_at(settings, self._store.derivation_version, moment)
-        return Point(at_seq=at_seq, recorded_at=recorded, version=version, events=n)
+        return Point(at_seq, recorded, version, n, log.generation, log.events)
 
     def events_until(self, user_id: str, point: Point | None) -> list[Event]:
         """The events of today's log up to ``point`` (``None``: all of them), from the log
         kept decoded for the last users asked about (a timeline per card of the page reads
         it once)."""
-        events = self._log(user_id).events
-        return events[:] if point is None else events[: point.events]
+        if point is None:
+            return self._log(user_id).events[:]
+        return list(point.log[: point.events])
 
     def state_at(self, user_id: str, point: Point) -> DerivedState:
-        """The derived state right after ``point``'s event (cached per process)."""
-        log = self._log(user_id)
-        key = (user_id, log.generation, point.version, point.events)
+        """The derived state right after ``point``'s event (cached per process, while the
+        log it was read from is the user's log: nothing derived from a log an erasure has
+        replaced is kept)."""
+        key = (user_id, point.generation, point.version, point.events)
         with self._lock:
             state = self._prefixes.get(key)
             if state is not None:
                 self._prefixes.move_to_end(key)
                 return state
-        state = derive(log.events[: point.events], point.version)
+        state = derive(list(point.log[: point.events]), point.version)
         state.materialize()
+        current = self._store._storage.generation(user_id)
         with self._lock:
-            self._prefixes[key] = state
-            while len(self._prefixes) > PREFIX_CAPACITY:
-                self._prefixes.popitem(last=False)
+            if current == point.generation and self._current(user_id, current):
+                self._prefixes[key] = state
+                while len(self._prefixes) > PREFIX_CAPACITY:
+                    self._prefixes.popitem(last=False)
         return state
+
+    def _current(self, user_id: str, generation: str) -> bool:
+        """Whether ``generation`` is the user's log as this history last read it; drops
+        everything kept of the user's other generations (a rewrite here or in another
+        process: what they hold may be erased). Call under ``_lock``."""
+        for key in [k for k in self._prefixes if k[0] == user_id and k[1] != generation]:
+            del self._prefixes[key]
+        log = self._logs.get(user_id)
+        if log is not None and log.generation != generation:
+            del self._logs[user_id]
+            return False
+        return log is not None
 
     def _log(self, user_id: str) -> _Log:
         """Today's log of the user, read incrementally (a rewrite reads it again)."""
@@ -164,6 +185,10 @@ class History:
             snap = storage.read_events(user_id)
             events = list(snap.events)
             log = _Log(snap.generation, snap.end, events, [e.seq for e in events])
+            for key in [k for k in self._prefixes if k[0] == user_id and k[1] != log.generation]:
+                del self._prefixes[key]  # derived from a log since rewritten
+            if storage.generation(user_id) != log.generation:
+                return log  # rewritten since it was read (an erasure): used once, not kept
             self._logs[user_id] = log
             self._logs.move_to_end(user_id)
             while len(self._logs) > LOG_CAPACITY:
