@@ -80,8 +80,11 @@ export interface PromptOptions extends ProjectOption, PointOption {
   variant?: PromptVariant;
 }
 
-/** A host prompt to compose; `format` is chosen by the method (composePrompt / composePromptText). */
-export type ComposeOptions = Omit<ComposeRequest, "format">;
+/**
+ * A host prompt to compose; `format` is chosen by the method (composePrompt / composePromptText).
+ * `atSeq` / `asOf` compose with the memory block as it was then (sent in the query).
+ */
+export type ComposeOptions = Omit<ComposeRequest, "format"> & PointOption;
 
 type Outcome<D> = { data?: D; error?: unknown; response: Response };
 
@@ -160,18 +163,24 @@ export class CreativeMemoryClient {
     return text ?? "";
   }
 
-  /** POST /api/v1/prompt (JSON): the host prompt with the memory block inserted, and the block. */
+  /** POST /api/v1/prompt (JSON): the host prompt with the memory block inserted, and the block (now or at a point). */
   composePrompt(request: ComposeOptions): Promise<PromptResult> {
-    const body: ComposeRequest = { ...request, format: "json" };
+    const { atSeq, asOf, ...rest } = request;
+    const body: ComposeRequest = { ...rest, format: "json" };
+    const query = point({ atSeq, asOf });
     return this.run(
-      () => this.raw.POST("/api/v1/prompt", { body }) as Promise<Outcome<PromptResult>>,
+      () => this.raw.POST("/api/v1/prompt", { body, params: { query } }) as Promise<Outcome<PromptResult>>,
     );
   }
 
-  /** POST /api/v1/prompt (text): the host prompt with the memory block inserted. */
+  /** POST /api/v1/prompt (text): the host prompt with the memory block inserted (now or at a point). */
   async composePromptText(request: ComposeOptions): Promise<string> {
-    const body: ComposeRequest = { ...request, format: "text" };
-    const text = await this.run(() => this.raw.POST("/api/v1/prompt", { body, parseAs: "text" }));
+    const { atSeq, asOf, ...rest } = request;
+    const body: ComposeRequest = { ...rest, format: "text" };
+    const query = point({ atSeq, asOf });
+    const text = await this.run(() =>
+      this.raw.POST("/api/v1/prompt", { body, params: { query }, parseAs: "text" }),
+    );
     return text ?? "";
   }
 
@@ -253,14 +262,42 @@ export class CreativeMemoryClient {
     return this.run(() => this.raw.POST("/api/v1/reset", { body: request }));
   }
 
-  /** GET /api/v1/export: the user's memory as an archive (raw events and settings). */
+  /**
+   * GET /api/v1/export: the user's memory as an archive (raw events and settings), parsed.
+   * To import it again, use exportArchiveText: parsing can change the numbers the archive's
+   * checksum covers (`1.0` becomes `1`, an integer above 2^53 loses precision).
+   */
   exportArchive(): Promise<Archive> {
     return this.run(() => this.raw.GET("/api/v1/export"));
   }
 
-  /** POST /api/v1/import: load an archive (`merge`, the default, or `replace`). */
-  importArchive(archive: Archive, options: { mode?: ImportMode } = {}): Promise<ImportResult> {
+  /** GET /api/v1/export: the archive's JSON text exactly as the daemon sent it (for importArchive). */
+  async exportArchiveText(): Promise<string> {
+    const text = await this.run(() => this.raw.GET("/api/v1/export", { parseAs: "text" }));
+    return text ?? "";
+  }
+
+  /**
+   * POST /api/v1/import: load an archive (`merge`, the default, or `replace`). A string or bytes
+   * (from exportArchiveText) is sent unchanged, as application/json; an Archive object is
+   * serialized with JSON.stringify.
+   */
+  importArchive(
+    archive: Archive | string | Uint8Array,
+    options: { mode?: ImportMode } = {},
+  ): Promise<ImportResult> {
     const query = options.mode ? { mode: options.mode } : {};
+    if (typeof archive === "string" || archive instanceof Uint8Array) {
+      const raw = archive;
+      return this.run(() =>
+        this.raw.POST("/api/v1/import", {
+          body: raw as unknown as Archive,
+          bodySerializer: () => raw,
+          headers: { "Content-Type": "application/json" },
+          params: { query },
+        }),
+      );
+    }
     return this.run(() => this.raw.POST("/api/v1/import", { body: archive, params: { query } }));
   }
 }

@@ -420,6 +420,9 @@ export interface components {
         /**
          * WireEvent
          * @description One wire-format event; every problem with it is reported per event, not as an error.
+         *
+         *     Only the keys common to every kind are listed: an event also carries its kind's own
+         *     keys (`rating`, `tag_text`, `diff`, `chose`/`over`, ...), checked per event.
          */
         WireEvent: {
             /**
@@ -453,6 +456,8 @@ export interface components {
              * @default null
              */
             trigger?: unknown;
+        } & {
+            [key: string]: unknown;
         };
         /**
          * IngestResult

@@ -11,6 +11,7 @@ import {
   ProblemError,
   TransportError,
   ValidationProblem,
+  type Archive,
   type DerivationVersion,
   type WireEvent,
 } from "../src/index.js";
@@ -88,6 +89,18 @@ describe("the client against a live daemon", () => {
   });
 
   test("ingestEvents reports each event; one bad event does not fail the batch", async () => {
+    // a literal wire event with its kind's own keys (rating) type-checks: WireEvent is open
+    const literal: WireEvent = {
+      event: "thumbs_rated",
+      user_id: user,
+      artifact_id: "literal",
+      session_id: "ts-session",
+      project_id: PROJECT,
+      timestamp: new Date().toISOString(),
+      artifact_meta: { signals: [{ preference_type: "color", pattern: "teal" }] },
+      rating: "up",
+    };
+    assert.equal((await client.ingestEvents(literal)).accepted, 1);
     const single = await client.ingestEvents(event("thumbs_rated", "single", "color/teal", { rating: "up" }));
     assert.equal(single.events, 1);
     assert.equal(single.results[0]?.where, "body");
@@ -127,6 +140,31 @@ describe("the client against a live daemon", () => {
     assert.ok(composed.prompt?.indexOf("neon_palette")! < composed.prompt!.indexOf("## Active skill"));
     const text = await client.composePromptText({ host_prompt: host, project_id: PROJECT });
     assert.equal(text, composed.prompt);
+  });
+
+  test("composePrompt and composePromptText at a point in the past (atSeq / asOf, in the query)", async () => {
+    const host = "You are a designer.\n";
+    const now = await client.composePrompt({ host_prompt: host, project_id: PROJECT });
+    assert.equal(now.as_of ?? null, null);
+    const empty = await client.composePrompt({ host_prompt: host, project_id: PROJECT, atSeq: 0 });
+    assert.equal(empty.as_of?.at_seq, 0);
+    assert.equal(empty.block, "");
+    assert.ok(!empty.prompt?.includes("neon_palette"));
+    const before = await client.composePrompt({ host_prompt: host, project_id: PROJECT, asOf: "2001-01-01" });
+    assert.equal(before.as_of?.events, 0);
+    assert.equal(before.block, "");
+    const later = await client.composePrompt({ host_prompt: host, project_id: PROJECT, asOf: "2999-01-01T00:00:00Z" });
+    assert.equal(later.block, now.block);
+    assert.equal(await client.composePromptText({ host_prompt: host, project_id: PROJECT, atSeq: 0 }), empty.prompt);
+    assert.equal(
+      await client.composePromptText({ host_prompt: host, project_id: PROJECT, asOf: "2999-01-01T00:00:00Z" }),
+      now.prompt,
+    );
+    await assert.rejects(client.composePrompt({ host_prompt: host, atSeq: -1 }), (err: unknown) => {
+      assert.ok(err instanceof ValidationProblem);
+      assert.equal(err.field, "at_seq");
+      return true;
+    });
   });
 
   test("explain traces a pattern; an unknown one is a NotFoundProblem naming the field", async () => {
@@ -244,6 +282,41 @@ describe("the client against a live daemon", () => {
     assert.equal(replaced.events_total, archive.events.length);
     const merged = await client.importArchive(archive);
     assert.equal(merged.events_added, 0);
+  });
+
+  test("exportArchiveText and importArchive(text | bytes) keep the archive byte-exact (1.0, integers above 2^53)", async () => {
+    // JSON.stringify cannot write 1.0, so the edit-save goes in as raw JSON text; the thumbs
+    // on the same artifact delivers it at once (no 30 s coalescing wait).
+    const common = `"user_id":${JSON.stringify(user)},"artifact_id":"exact-1","session_id":"ts-session",` +
+      `"project_id":${JSON.stringify(PROJECT)},"timestamp":${JSON.stringify(new Date().toISOString())},` +
+      `"artifact_meta":{"signals":[{"preference_type":"color","pattern":"pastel"}]}`;
+    const body = `[{"event":"artifact_edited_and_saved",${common},"diff":{"scale":1.0,"big":9007199254740993}},` +
+      `{"event":"thumbs_rated",${common},"rating":"up"}]`;
+    const sent = await fetch(`${url}/api/v1/events`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+      body,
+    });
+    assert.equal(sent.status, 200);
+    const ingested = (await sent.json()) as { accepted: number };
+    assert.equal(ingested.accepted, 2, JSON.stringify(ingested));
+
+    const text = await client.exportArchiveText();
+    assert.ok(text.includes('"diff":{"scale":1.0,"big":9007199254740993}'), "the export keeps the diff as sent");
+    const events = (JSON.parse(text) as Archive).events.length;
+    const replaced = await client.importArchive(text, { mode: "replace" });
+    assert.equal(replaced.events_total, events);
+    const fromBytes = await client.importArchive(new TextEncoder().encode(text), { mode: "replace" });
+    assert.equal(fromBytes.events_total, events);
+    const again = await client.exportArchiveText(); // the import kept the diff as it was
+    assert.ok(again.includes('"diff":{"scale":1.0,"big":9007199254740993}'));
+    assert.equal((await client.importArchive(again)).events_added, 0);
+    // the parsed form cannot make that round trip: JSON.parse rewrites 1.0 and 2^53 + 1
+    await assert.rejects(client.importArchive(await client.exportArchive(), { mode: "replace" }), (err: unknown) => {
+      assert.ok(err instanceof ValidationProblem);
+      assert.equal(err.field, "checksum");
+      return true;
+    });
   });
 
   test("reset needs confirm; it reports what it erased", async () => {

@@ -12,7 +12,7 @@ import msgspec
 from creative_memory._version import __version__
 from creative_memory.http.problems import PROBLEM, ProblemDoc
 from creative_memory.http.routes import OPERATIONS, Operation
-from creative_memory.http.schemas import COMPONENTS
+from creative_memory.http.schemas import COMPONENTS, OPEN_COMPONENTS
 
 REF_TEMPLATE: Final = "#/components/schemas/{name}"
 
@@ -56,6 +56,8 @@ def openapi_document(ops: Sequence[Operation] = OPERATIONS) -> dict[str, Any]:
     documented = [op for op in ops if op.operation_id]
     types = _types(documented)
     refs, components = msgspec.json.schema_components(types, ref_template=REF_TEMPLATE)
+    for t in OPEN_COMPONENTS:  # msgspec has no way to say so on the struct itself
+        components[t.__name__]["additionalProperties"] = True
     schema_of = iter(refs[len(COMPONENTS) :])
     problem_ref = refs[COMPONENTS.index(ProblemDoc)]
     paths: dict[str, dict[str, Any]] = {}

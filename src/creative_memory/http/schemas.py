@@ -94,7 +94,12 @@ _EVENT_DOC: Final = (
 
 
 class WireEvent(msgspec.Struct, kw_only=True):
-    """One wire-format event; every problem with it is reported per event, not as an error."""
+    """One wire-format event; every problem with it is reported per event, not as an error.
+
+    Only the keys common to every kind are listed: an event also carries its kind's own
+    keys (`rating`, `tag_text`, `diff`, `chose`/`over`, ...), checked per event."""
+
+    # open in the OpenAPI document (OPEN_COMPONENTS): additionalProperties: true
 
     event: Annotated[Any, Meta(description="thumbs_rated, explicit_tag_applied, ...")] = None
     user_id: Annotated[Any, Meta(description="The token's user (required).")] = None
@@ -185,6 +190,10 @@ class OpenApiDoc(msgspec.Struct, kw_only=True):
 
     openapi: str
 
+
+#: Component schemas that admit keys beyond their listed properties
+#: (``additionalProperties: true``): a wire event carries its kind's own keys.
+OPEN_COMPONENTS: Final = (WireEvent,)
 
 #: Every named type the OpenAPI document has a component schema for.
 COMPONENTS: Final = (
