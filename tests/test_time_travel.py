@@ -173,6 +173,31 @@ def test_as_of_uses_the_version_in_force_then(tmp_path: Path) -> None:
     assert svc.inspect("alice", as_of="2026-01-01T12:00:00Z")["as_of"]["derivation_version"] == "3"
 
 
+def test_past_the_end_is_now_and_before_the_first_event_is_before_it(tmp_path: Path) -> None:
+    clock_ms = [1_767_225_600_000]  # 2026-01-01
+    store = MemoryStore(tmp_path / "mem", derivation_version="3", clock=lambda: clock_ms[0])
+    svc = MemoryService(store)
+    assert svc.inspect("alice", at_seq=0)["as_of"]["derivation_version"] == "3"  # no log: now
+    svc.set_derivation_version("alice", "5")  # before any event
+    clock_ms[0] += 60_000
+    for i in range(3):
+        store.ingest_signal("alice", signal("neon_palette", "negative", artifact=f"n{i}"))
+    last = store.events("alice")[-1].seq
+    clock_ms[0] += 60_000
+    svc.set_derivation_version("alice", "1")  # after the last event
+    # right after the last event: the version then; past the end: now, like no point at all
+    assert svc.inspect("alice", at_seq=last)["as_of"]["derivation_version"] == "5"
+    past = svc.inspect("alice", at_seq=last + 100)
+    assert past["as_of"]["at_seq"] == last
+    assert past["as_of"]["derivation_version"] == "1"
+    assert {r["derivation_version"] for r in past["preferences"]} == {"1"}
+    assert past["preferences"] == svc.inspect("alice")["preferences"]
+    # before the first event: the version in force just before it (the switch to 5)
+    assert svc.inspect("alice", at_seq=0)["as_of"]["derivation_version"] == "5"
+    as_of = svc.prompt("alice", at_seq=last + 1).as_of
+    assert as_of is not None and as_of.derivation_version == "1"
+
+
 # -- as of -----------------------------------------------------------------------------------
 USER_IDS = itertools.count()
 ACTIONS = st.lists(

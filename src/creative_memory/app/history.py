@@ -120,14 +120,28 @@ class History:
                 len(log.events),
             )
         # the point is the last event kept (a number past the end is now: the last event)
+        past_end = at_seq is not None and bool(log.seqs) and at_seq > log.seqs[-1]
         at_seq = log.events[n - 1].seq if n else 0
         last = log.events[n - 1] if n else None
         recorded = last.recorded_at if last is not None else ""
         settings = self._store.get_settings(user_id)
-        # as of a time: the version in force at that time; right after an event: then
-        moment = when or recorded or None
-        version = version_at(settings, self._store.derivation_version, moment)
+        version = version_at(
+            settings, self._store.derivation_version, self._moment(log.events, n, when, past_end)
+        )
         return Point(at_seq, recorded, version, n, log.generation, log.events)
+
+    @staticmethod
+    def _moment(events: list[Event], n: int, when: str | None, past_end: bool) -> str | None:
+        """When the version of a point is read (``None``: now): as of a time, that time;
+        right after an event, then; past the end of the log, now; before the first event,
+        the millisecond before it (docs/time-travel.md, "The version then")."""
+        if when is not None:
+            return when
+        if past_end or not events:
+            return None
+        if n:
+            return events[n - 1].recorded_at
+        return format_ts(ts_to_ms(events[0].recorded_at) - 1)
 
     def events_until(self, user_id: str, point: Point | None) -> list[Event]:
         """The events of today's log up to ``point`` (``None``: all of them), from the log
