@@ -240,6 +240,7 @@ def test_explain_and_prompt_at_a_point(api: Api) -> None:
         "recorded_at": "2026-03-01T10:00:00.000Z",
         "derivation_version": D,  # the version in force then, not the one chosen since
         "events": 1,
+        "next_seq": 2,
     }
     # under the version in force then, the first "too noisy" (about neon alone) was taken at
     # its word; under version 1, chosen since, one tag is not enough

@@ -198,6 +198,27 @@ def test_past_the_end_is_now_and_before_the_first_event_is_before_it(tmp_path: P
     assert as_of is not None and as_of.derivation_version == "1"
 
 
+def test_a_point_names_the_next_event_over_the_gaps_a_forget_leaves(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "mem", derivation_version="1")
+    svc = MemoryService(store)
+    for i, pattern in enumerate(["neon", "serif", "neon", "grid", "serif", "teal"]):
+        store.ingest_signal("alice", signal(pattern, "negative", artifact=f"a{i}"))
+    svc.forget("alice", "color", "serif")
+    seqs = [e.seq for e in store.events("alice")]
+    assert seqs != list(range(1, len(seqs) + 1))  # gaps where serif was
+    steps, at = [], 0
+    while True:
+        point = svc.inspect("alice", at_seq=at)["as_of"]
+        if point["next_seq"] is None:
+            assert point["at_seq"] == seqs[-1]
+            break
+        at = point["next_seq"]
+        steps.append(at)
+    assert steps == seqs
+    assert svc.inspect("alice", at_seq=seqs[1] - 1)["as_of"]["next_seq"] == seqs[1]
+    assert svc.inspect("alice", as_of="2020-01-01")["as_of"]["next_seq"] == seqs[0]
+
+
 # -- as of -----------------------------------------------------------------------------------
 USER_IDS = itertools.count()
 ACTIONS = st.lists(

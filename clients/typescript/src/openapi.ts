@@ -416,6 +416,8 @@ export interface components {
             recorded_at: string;
             derivation_version: string;
             events: number;
+            /** @default null */
+            next_seq?: number | null;
         };
         /**
          * WireEvent

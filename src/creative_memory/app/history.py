@@ -217,6 +217,7 @@ def as_of(point: Point) -> AsOf:
         recorded_at=point.recorded_at,
         derivation_version=point.version,
         events=point.events,
+        next_seq=point.log[point.events].seq if point.events < len(point.log) else None,
     )
 
 

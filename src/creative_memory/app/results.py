@@ -116,6 +116,9 @@ class AsOf(msgspec.Struct, kw_only=True):
     recorded_at: str
     derivation_version: str
     events: int
+    #: the next event of the log after this point (a history's "step forward"); ``None``
+    #: when the point is the log's last event (now)
+    next_seq: int | None = None
 
 
 class PromptResult(msgspec.Struct, kw_only=True):

@@ -3,7 +3,6 @@
 import { state } from "./state.js";
 import { $ } from "./dom.js";
 import { localTime, plural } from "./words.js";
-import { api, q } from "./api.js";
 import { load } from "./load.js";
 import { act } from "./actions.js";
 
@@ -63,38 +62,11 @@ export function travel(point, focus) {
 }
 
 // The arrow keys step to the next event, over gaps in the numbers (a forget, reset or
-// import leaves them). The daemon resolves at_seq to the last event at or before it, so
-// the next event after ``from`` is found by looking further ahead (doubling the step)
-// until an event answers, then narrowing down to the first one.
-async function resolveSeq(v) {
-  const m = await api("GET", `/api/v1/memory${q({ at_seq: v })}`);
-  return m.as_of ? m.as_of.at_seq : v;
-}
-
-async function nextEvent(from) {
-  let lo = from; // no event in (from, lo]
-  let hi = null; // an event after from, at or before hi
-  for (let step = 1; hi === null; step *= 2) {
-    const v = Math.min(from + step, state.hi);
-    const r = await resolveSeq(v);
-    if (r > from) hi = r;
-    else if (v >= state.hi) return state.hi;
-    else lo = v;
-  }
-  while (hi - lo > 1) {
-    const mid = Math.floor((lo + hi) / 2);
-    const r = await resolveSeq(mid);
-    if (r > from) hi = r;
-    else lo = mid;
-  }
-  return hi;
-}
-
+// import leaves them): the point shown names it (as_of.next_seq; null at the last event).
 export function stepForward() {
-  return travel(async () => {
-    if (!state.asOf) return null; // now: nothing after it
-    const n = await nextEvent(state.asOf.at_seq);
-    return n >= state.hi ? null : { at_seq: n };
+  return travel(() => {
+    const n = state.asOf ? state.asOf.next_seq : null; // now: nothing after it
+    return n == null || n >= state.hi ? null : { at_seq: n };
   }, () => $("history-seq"));
 }
 
