@@ -12,6 +12,7 @@ import msgspec
 from creative_memory._version import __version__
 from creative_memory.http.problems import PROBLEM, ProblemDoc
 from creative_memory.http.routes import OPERATIONS, Operation
+from creative_memory.http.routes.common import error_statuses
 from creative_memory.http.schemas import COMPONENTS, OPEN_COMPONENTS
 
 REF_TEMPLATE: Final = "#/components/schemas/{name}"
@@ -19,14 +20,21 @@ REF_TEMPLATE: Final = "#/components/schemas/{name}"
 _ERRORS: Final = {
     400: "Malformed request (not JSON, bad encoding, empty).",
     401: "Missing or invalid credentials.",
-    403: "Forbidden: a cookie write without the CSRF header, or a foreign Host.",
+    403: "Forbidden: the Host header does not name this daemon (any route).",
     404: "Nothing matches.",
-    413: "Request body too large.",
+    413: "Request body too large: over the limit declared in Content-Length (checked on "
+    "every request, before routing) or while a chunked body streams.",
     415: "Request body is not JSON.",
     422: "Invalid input; `field` names it.",
     500: "The daemon could not complete the request; `correlation_id` finds it in the log.",
     503: "Shutting down.",
 }
+#: 403 on a write that needs credentials: the session cookie also needs the CSRF header.
+_FORBIDDEN_WRITE: Final = (
+    "Forbidden: the Host header does not name this daemon, or a write with the page's "
+    "session cookie lacks `X-Requested-With: creative-memory`."
+)
+
 
 _SECURITY_SCHEMES: Final = {
     "bearer": {"type": "http", "scheme": "bearer", "description": "`creative-memory token`."},
@@ -49,6 +57,13 @@ def _types(ops: Sequence[Operation]) -> list[Any]:
             out.append(op.body)
         out.extend(op.responses.values())
     return out
+
+
+def _error_text(op: Operation, code: int) -> str:
+    """The description of problem status ``code`` on ``op``."""
+    if code == 403 and not op.public and op.method not in ("GET", "HEAD"):
+        return _FORBIDDEN_WRITE
+    return _ERRORS[code]
 
 
 def openapi_document(ops: Sequence[Operation] = OPERATIONS) -> dict[str, Any]:
@@ -89,9 +104,9 @@ def openapi_document(ops: Sequence[Operation] = OPERATIONS) -> dict[str, Any]:
         }
         for code, text in op.statuses.items():  # bodiless answers (304 Not Modified)
             responses[str(code)] = {"description": text, **with_headers}
-        for code in (*op.errors, 500):
+        for code in error_statuses(op):  # every problem the route can answer, no other
             responses[str(code)] = {
-                "description": _ERRORS[code],
+                "description": _error_text(op, code),
                 "content": {PROBLEM: {"schema": problem_ref}},
             }
         entry["responses"] = responses

@@ -53,10 +53,47 @@ class Operation:
     body: Any = None  # the request body's msgspec type
     body_media: str = JSON
     responses: Mapping[str, Any] = field(default_factory=dict)  # media type → msgspec type
-    errors: tuple[int, ...] = ()
+    errors: tuple[int, ...] = ()  # what the handler itself answers: see ``error_statuses``
     public: bool = False  # no credentials needed
     headers: Mapping[str, str] = field(default_factory=dict)  # response header → description
     statuses: Mapping[int, str] = field(default_factory=dict)  # bodiless answers (304)
+
+
+#: Problem statuses any request can get, whatever its route (docs/http.md, "Errors"): the
+#: ``Host`` check (``HostGuard``: 403), the body limit, checked on ``Content-Length`` before
+#: routing (``BodyLimit``: 413 — on a ``GET`` too), and an unexpected failure (500).
+#: (``BodyLimit``'s 400 for a ``Content-Length`` that is not a number never reaches the
+#: app through uvicorn, whose parser answers such a request itself.)
+EVERY_REQUEST: Final = (403, 413, 500)
+#: What a route that needs credentials adds (``Authenticator.authenticate``): 401, and 403
+#: for a cookie-authenticated write without the CSRF header.
+AUTHENTICATED: Final = (401, 403)
+#: What parsing a parameter can answer, by where it is: a query parameter given twice or
+#: refused (``query``, ``point_query``, the service) is a 422; a ``{type}/{pattern}`` path
+#: (``type_and_pattern``) is 404 when it is not two segments, 400 when a segment is not
+#: UTF-8 once decoded, 422 when one is empty or refused by the service.
+PARAM_ERRORS: Final[Mapping[str, tuple[int, ...]]] = {
+    "query": (422,),
+    "path": (400, 404, 422),
+    "header": (),
+}
+#: What a JSON body read with ``read_json`` / ``read_struct`` can answer: 415 not JSON,
+#: 400 empty or not parseable, 422 too deep, a wrong key, or refused by the service.
+JSON_BODY: Final = (400, 415, 422)
+
+
+def error_statuses(op: Operation) -> tuple[int, ...]:
+    """Every problem status ``op`` can answer, in order: what every request can get, 401 /
+    403 unless public, what its parameters' parsing can answer, and its own ``errors``
+    (the body's, the service's: 404 nothing to explain, 503 shutting down). The OpenAPI
+    document declares exactly these (tests/test_openapi_statuses.py provokes each)."""
+    out = set(EVERY_REQUEST)
+    if not op.public:
+        out.update(AUTHENTICATED)
+    for p in op.params:
+        out.update(PARAM_ERRORS[p.where])
+    out.update(op.errors)
+    return tuple(sorted(out))
 
 
 def daemon(request: Request) -> Daemon:

@@ -16,6 +16,7 @@ from creative_memory.http.jsonlog import log_event
 from creative_memory.http.problems import invalid
 from creative_memory.http.routes.common import (
     JSON,
+    JSON_BODY,
     Operation,
     Param,
     daemon,
@@ -76,14 +77,13 @@ OPERATIONS = (
         "GET", "/api/v1/derivation", get_derivation, "derivation",
         "The derivation version in force for the user, the default, the known versions and "
         "the user's switches.",
-        responses={JSON: DerivationInfo}, errors=(401, 403),
+        responses={JSON: DerivationInfo},
     ),
     Operation(
         "POST", "/api/v1/derivation", post_derivation, "useDerivation",
         "Switch the user's derivation version (reversible; the log is untouched). An "
         "unknown version is a 422 naming `version`.",
-        body=DerivationRequest, responses={JSON: SettingsUpdate},
-        errors=(400, 401, 403, 413, 415, 422),
+        body=DerivationRequest, responses={JSON: SettingsUpdate}, errors=JSON_BODY,
     ),
     Operation(
         "GET", "/api/v1/derivation/preview", get_preview, "previewDerivation",
@@ -91,6 +91,6 @@ OPERATIONS = (
         "the generation block. Writes nothing.",
         params=(Param("version", "query", VersionParam, required=True),
                 Param("project_id", "query", ProjectParam)),
-        responses={JSON: PreviewResult}, errors=(400, 401, 403, 422),
+        responses={JSON: PreviewResult},
     ),
 )  # fmt: skip

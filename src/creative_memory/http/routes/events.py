@@ -11,7 +11,14 @@ from creative_memory.app.service import IngestInput, IngestResult
 from creative_memory.http.config import MAX_BATCH
 from creative_memory.http.jsonlog import log_event
 from creative_memory.http.problems import invalid, unavailable
-from creative_memory.http.routes.common import JSON, Operation, daemon, encode, read_json
+from creative_memory.http.routes.common import (
+    JSON,
+    JSON_BODY,
+    Operation,
+    daemon,
+    encode,
+    read_json,
+)
 from creative_memory.http.schemas import EventsBody
 
 
@@ -61,6 +68,6 @@ OPERATIONS = (
         "Ingest one wire-format event or an array of them (at most 1000) through the capture "
         "layer; each event is judged on its own and reported.",
         body=EventsBody, responses={JSON: IngestResult},
-        errors=(400, 401, 403, 413, 415, 422, 503),
+        errors=(*JSON_BODY, 503),
     ),
 )  # fmt: skip

@@ -142,7 +142,7 @@ OPERATIONS = (
     Operation("GET", "/healthz", healthz, "healthz", "Liveness (no credentials).",
               responses={JSON: Health}, public=True),
     Operation("GET", "/openapi.json", openapi, "openapi", "This document.",
-              responses={JSON: OpenApiDoc}, errors=(401,)),
+              responses={JSON: OpenApiDoc}),
     Operation("GET", "/", page, public=True),
     Operation("GET", "/static/{name}", static, public=True),
     Operation("GET", "/favicon.ico", favicon, public=True),

@@ -8,6 +8,7 @@ from starlette.responses import Response
 from creative_memory.app.service import PromptResult
 from creative_memory.http.routes.common import (
     JSON,
+    JSON_BODY,
     POINT,
     TEXT,
     Operation,
@@ -67,7 +68,7 @@ OPERATIONS = (
         params=(Param("project_id", "query", ProjectParam),
                 Param("variant", "query", VariantParam),
                 Param("format", "query", FormatParam), *POINT),
-        responses={TEXT: str, JSON: PromptResult}, errors=(400, 401, 403, 422),
+        responses={TEXT: str, JSON: PromptResult},
     ),
     Operation(
         "POST", "/api/v1/prompt", post_prompt, "composePrompt",
@@ -75,6 +76,6 @@ OPERATIONS = (
         "is replaced). Text, or JSON with format=json; at_seq / as_of: the block as it was "
         "then.",
         params=POINT, body=ComposeRequest, responses={TEXT: str, JSON: PromptResult},
-        errors=(400, 401, 403, 413, 415, 422),
+        errors=JSON_BODY,
     ),
 )  # fmt: skip

@@ -14,6 +14,7 @@ from creative_memory.http.routes.common import (
     ETAG_HEADERS,
     IF_NONE_MATCH,
     JSON,
+    JSON_BODY,
     NOT_MODIFIED,
     Operation,
     conditional,
@@ -44,14 +45,13 @@ async def post_settings(request: Request) -> Response:
 OPERATIONS = (
     Operation(
         "GET", "/api/v1/settings", get_settings, "getSettings", "The user's settings.",
-        params=(IF_NONE_MATCH,), responses={JSON: SettingsView}, errors=(401, 403),
+        params=(IF_NONE_MATCH,), responses={JSON: SettingsView},
         headers=ETAG_HEADERS, statuses=NOT_MODIFIED,
     ),
     Operation(
         "POST", "/api/v1/settings", post_settings, "changeSettings",
         "Enable/disable, pause/resume, per-project toggles, diagnostics feed. Only the "
         "fields given change; nothing changes when one is invalid.",
-        body=SettingsChange, responses={JSON: SettingsView},
-        errors=(400, 401, 403, 413, 415, 422),
+        body=SettingsChange, responses={JSON: SettingsView}, errors=JSON_BODY,
     ),
 )  # fmt: skip
