@@ -6,13 +6,18 @@ OpenAPI component schema from the same type.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Final
 
 import msgspec
-from msgspec import UNSET, UnsetType
+from msgspec import UNSET, Meta, UnsetType
 
+from creative_memory.engine.ids import project_id_schema
 from creative_memory.engine.preview import PromptChange
 from creative_memory.engine.settings import UserSettings, VersionChange
+from creative_memory.engine.timeutil import TS_PATTERN
+
+#: The most projects one settings change may name (``project_ignore_global``).
+MAX_SETTINGS_PROJECTS: Final = 1000
 
 
 class SettingsView(msgspec.Struct, kw_only=True):
@@ -41,10 +46,30 @@ class SettingsView(msgspec.Struct, kw_only=True):
 class SettingsChange(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Several settings changed at once; an absent key changes nothing."""
 
+    # The constraints are in the schema only (``extra_json_schema``, not enforced when
+    # decoding): the service judges every key first, naming the first bad one.
     memory_enabled: bool | UnsetType = UNSET
     paused: bool | UnsetType = UNSET
-    paused_until: str | UnsetType | None = UNSET
-    project_ignore_global: dict[str, bool] | UnsetType = UNSET
+    paused_until: Annotated[
+        Annotated[str, Meta(extra_json_schema={"pattern": TS_PATTERN})] | UnsetType | None,
+        Meta(
+            description="A pause end: an ISO 8601 date or date-time in the future (needs "
+            "paused true or absent); null: paused until resumed.",
+        ),
+    ] = UNSET
+    project_ignore_global: (
+        Annotated[
+            dict[str, bool],
+            Meta(
+                description="Project id: whether retrieval for that project ignores global memory.",
+                extra_json_schema={
+                    "propertyNames": project_id_schema(),
+                    "maxProperties": MAX_SETTINGS_PROJECTS,
+                },
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
     diagnostics_feed: bool | UnsetType = UNSET
 
 

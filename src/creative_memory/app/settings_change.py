@@ -15,13 +15,12 @@ from typing import Final
 import msgspec
 from msgspec import UNSET
 
-from creative_memory.app.results import SettingsChange
+from creative_memory.app.results import MAX_SETTINGS_PROJECTS, SettingsChange
 from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.events import validate_project_id
 from creative_memory.engine.settings import UserSettings
 from creative_memory.engine.timeutil import format_ts, try_parse_ts
 
-MAX_SETTINGS_PROJECTS: Final = 1000
 _SWITCHES: Final = ("memory_enabled", "paused", "diagnostics_feed")
 
 SettingsEdit = Callable[[UserSettings], UserSettings]

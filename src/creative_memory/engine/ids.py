@@ -11,7 +11,7 @@ and :data:`RESERVED_IDS`).
 from __future__ import annotations
 
 import re
-from typing import Final, TypeGuard
+from typing import Any, Final, TypeGuard
 
 from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.text import preview
@@ -24,6 +24,18 @@ SAFE_ID_PATTERN: Final = f"^[{SAFE_ID_CHARS}]+$"
 RESERVED_IDS: Final = ("__proto__", "constructor", "prototype")
 #: The longest user or project id (a user id names a directory and files in it).
 MAX_ID_LENGTH: Final = 128
+
+
+def project_id_schema(*, empty: bool = False) -> dict[str, Any]:
+    """What :func:`validate_project_id` accepts, as JSON Schema keywords (a fresh dict, for
+    ``msgspec.Meta(extra_json_schema=...)``): safe characters, at most
+    :data:`MAX_ID_LENGTH`, not reserved. ``empty``: the empty string too (no project)."""
+    return {
+        "pattern": f"^[{SAFE_ID_CHARS}]{'*' if empty else '+'}$",
+        "maxLength": MAX_ID_LENGTH,
+        "not": {"enum": list(RESERVED_IDS)},
+    }
+
 
 _SAFE_ID: Final = re.compile(f"[{SAFE_ID_CHARS}]+")
 _UNSAFE_CHAR: Final = re.compile(f"[^{SAFE_ID_CHARS}]")

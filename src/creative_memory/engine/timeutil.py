@@ -23,6 +23,9 @@ _TS_RE = re.compile(
     r"(?:T(?P<h>[0-9]{2}):(?P<mi>[0-9]{2})(?::(?P<s>[0-9]{2})(?:\.(?P<f>[0-9]+))?)?"
     r"(?P<z>Z|[+-][0-9]{2}:[0-9]{2})?)?)?)?"
 )
+#: :data:`_TS_RE` as a JSON Schema pattern (ECMA-262: unnamed groups) for a value its
+#: reader strips first (``as_of``, ``paused_until``): surrounding white space is allowed.
+TS_PATTERN = r"^\s*" + re.sub(r"\(\?P<\w+>", "(?:", _TS_RE.pattern) + r"\s*$"
 _NORMALISED_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
 #: The shapes hosts send (``…:SSZ``, ``…:SS.mmmZ``): read by position, without the groups
 #: of the full grammar.

@@ -11,6 +11,7 @@ from msgspec import Meta
 
 from creative_memory.app.results import AsOf
 from creative_memory.app.service import (
+    COMPOSE_VARIANTS,
     DerivationInfo,
     ForgetResult,
     ImportResult,
@@ -25,18 +26,27 @@ from creative_memory.app.service import (
 from creative_memory.app.worker import UserDerivation
 from creative_memory.engine.derivation.registry import known_versions
 from creative_memory.engine.explain import Explanation
-from creative_memory.engine.ids import SAFE_ID_CHARS
+from creative_memory.engine.ids import (
+    MAX_ID_LENGTH,
+    RESERVED_IDS,
+    SAFE_ID_CHARS,
+    project_id_schema,
+)
 from creative_memory.engine.models import Preference, RetrievalResult
+from creative_memory.engine.text import MAX_TEXT_LENGTH
 from creative_memory.engine.timeline import Timeline
+from creative_memory.engine.timeutil import TS_PATTERN
 from creative_memory.http.config import MAX_BATCH
 from creative_memory.http.problems import ProblemDoc
 
 # -- query and path parameters -------------------------------------------------------------
+# Parameters are parsed by the routes (routes/common.py), never decoded with these types:
+# their constraints only say what the route and the service accept.
 ProjectParam = Annotated[
     str,
     Meta(
-        pattern=f"^[{SAFE_ID_CHARS}]*$",
         description="A project id; empty or absent means no project (global memory).",
+        extra_json_schema=project_id_schema(empty=True),
     ),
 ]
 VariantParam = Annotated[
@@ -44,15 +54,26 @@ VariantParam = Annotated[
 ]
 FormatParam = Annotated[Literal["text", "json"], Meta(description="text/plain or JSON.")]
 ModeParam = Annotated[Literal["merge", "replace"], Meta(description="How to import.")]
-PathSegment = Annotated[str, Meta(min_length=1, description="Percent-encode '/' as %2F.")]
+PathSegment = Annotated[
+    str,
+    Meta(
+        min_length=1,
+        max_length=MAX_TEXT_LENGTH,
+        description="Percent-encode '/' as %2F.",
+    ),
+]
 AtSeqParam = Annotated[
     int,
-    Meta(ge=0, description="Right after this event (docs/time-travel.md); not with as_of."),
+    Meta(
+        ge=0,
+        description="Right after this event (docs/time-travel.md); not with as_of. Written "
+        "with at most 30 digits; a number past the last event means now.",
+    ),
 ]
 AsOfParam = Annotated[
     str,
     Meta(
-        min_length=1,
+        pattern=TS_PATTERN,
         description="As of this ISO 8601 time: right after the last event recorded by then "
         "(a bare date is its midnight UTC; docs/time-travel.md); not with at_seq.",
     ),
@@ -64,12 +85,31 @@ VersionParam = Annotated[
 
 
 # -- request bodies --------------------------------------------------------------------------
+# A body is decoded into its Struct: a constraint msgspec would enforce changes what the
+# route answers (which key a 422 names first, its detail), so what the service judges is
+# stated in ``extra_json_schema``, for the document only.
+_RESERVED_SCOPES: Final = [f"project:{r}" for r in RESERVED_IDS]
+_SCOPE: Final = {
+    "pattern": f"^(all|global|project:[{SAFE_ID_CHARS}]{{1,{MAX_ID_LENGTH}}})$",
+    "not": {"enum": _RESERVED_SCOPES},
+}
+
+
 class ComposeRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """POST /api/v1/prompt: the host's composed system prompt and what to retrieve for."""
 
     host_prompt: Annotated[str, Meta(description="The host's composed system prompt.")]
-    project_id: Annotated[str | None, Meta(description="Empty or null: no project.")] = None
-    variant: Annotated[str, Meta(description="generation (default) or critique.")] = "generation"
+    project_id: Annotated[
+        Annotated[str, Meta(extra_json_schema=project_id_schema(empty=True))] | None,
+        Meta(description="Empty or null: no project."),
+    ] = None
+    variant: Annotated[
+        str,
+        Meta(
+            description="generation (default) or critique.",
+            extra_json_schema={"enum": list(COMPOSE_VARIANTS)},
+        ),
+    ] = "generation"
     format: FormatParam = "text"
 
 
@@ -82,8 +122,13 @@ class DerivationRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
 class ResetRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """POST /api/v1/reset: a reset erases for real, so ``confirm`` must be true."""
 
-    confirm: Annotated[bool, Meta(description="Must be true.")] = False
-    scope: Annotated[str, Meta(description='"all", "global" or "project:<id>".')] = "all"
+    confirm: Annotated[
+        bool,
+        Meta(description="Must be true (absent or false: 422).", extra_json_schema={"const": True}),
+    ] = False
+    scope: Annotated[
+        str, Meta(description='"all", "global" or "project:<id>".', extra_json_schema=_SCOPE)
+    ] = "all"
 
 
 _EVENT_DOC: Final = (
