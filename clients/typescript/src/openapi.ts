@@ -506,8 +506,9 @@ export interface components {
             /**
              * @description generation (default) or critique.
              * @default generation
+             * @enum {string}
              */
-            variant?: string;
+            variant?: "generation" | "critique";
             /**
              * @description text/plain or JSON.
              * @default text
@@ -632,7 +633,9 @@ export interface components {
         SettingsChange: {
             memory_enabled?: boolean;
             paused?: boolean;
+            /** @description A pause end: an ISO 8601 date or date-time in the future (needs paused true or absent); null: paused until resumed. */
             paused_until?: string | null;
+            /** @description Project id: whether retrieval for that project ignores global memory. */
             project_ignore_global?: {
                 [key: string]: boolean;
             };
@@ -644,10 +647,11 @@ export interface components {
          */
         ResetRequest: {
             /**
-             * @description Must be true.
+             * @description Must be true (absent or false: 422).
              * @default false
+             * @constant
              */
-            confirm?: boolean;
+            confirm?: true;
             /**
              * @description "all", "global" or "project:<id>".
              * @default all
@@ -816,6 +820,24 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            /** @description Forbidden: the Host header does not name this daemon (any route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Request body too large: over the limit declared in Content-Length (checked on every request, before routing) or while a chunked body streams. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
             /** @description The daemon could not complete the request; `correlation_id` finds it in the log. */
             500: {
                 headers: {
@@ -847,6 +869,24 @@ export interface operations {
             };
             /** @description Missing or invalid credentials. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Forbidden: the Host header does not name this daemon (any route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Request body too large: over the limit declared in Content-Length (checked on every request, before routing) or while a chunked body streams. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -900,15 +940,6 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Malformed request (not JSON, bad encoding, empty). */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDoc"];
-                };
-            };
             /** @description Missing or invalid credentials. */
             401: {
                 headers: {
@@ -918,8 +949,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDoc"];
                 };
             };
-            /** @description Forbidden: a cookie write without the CSRF header, or a foreign Host. */
+            /** @description Forbidden: the Host header does not name this daemon (any route). */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Request body too large: over the limit declared in Content-Length (checked on every request, before routing) or while a chunked body streams. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -988,7 +1028,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDoc"];
                 };
             };
-            /** @description Forbidden: a cookie write without the CSRF header, or a foreign Host. */
+            /** @description Forbidden: the Host header does not name this daemon, or a write with the page's session cookie lacks `X-Requested-With: creative-memory`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -999,6 +1039,15 @@ export interface operations {
             };
             /** @description Nothing matches. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Request body too large: over the limit declared in Content-Length (checked on every request, before routing) or while a chunked body streams. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1069,7 +1118,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDoc"];
                 };
             };
-            /** @description Forbidden: a cookie write without the CSRF header, or a foreign Host. */
+            /** @description Forbidden: the Host header does not name this daemon (any route). */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1080,6 +1129,15 @@ export interface operations {
             };
             /** @description Nothing matches. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Request body too large: over the limit declared in Content-Length (checked on every request, before routing) or while a chunked body streams. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1150,7 +1208,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDoc"];
                 };
             };
-            /** @description Forbidden: a cookie write without the CSRF header, or a foreign Host. */
+            /** @description Forbidden: the Host header does not name this daemon (any route). */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1161,6 +1219,15 @@ export interface operations {
             };
             /** @description Nothing matches. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Request body too large: over the limit declared in Content-Length (checked on every request, before routing) or while a chunked body streams. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1228,7 +1295,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDoc"];
                 };
             };
-            /** @description Forbidden: a cookie write without the CSRF header, or a foreign Host. */
+            /** @description Forbidden: the Host header does not name this daemon, or a write with the page's session cookie lacks `X-Requested-With: creative-memory`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1237,7 +1304,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDoc"];
                 };
             };
-            /** @description Request body too large. */
+            /** @description Request body too large: over the limit declared in Content-Length (checked on every request, before routing) or while a chunked body streams. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -1315,7 +1382,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDoc"];
                 };
             };
-            /** @description Forbidden: a cookie write without the CSRF header, or a foreign Host. */
+            /** @description Forbidden: the Host header does not name this daemon, or a write with the page's session cookie lacks `X-Requested-With: creative-memory`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1324,7 +1391,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDoc"];
                 };
             };
-            /** @description Request body too large. */
+            /** @description Request body too large: over the limit declared in Content-Length (checked on every request, before routing) or while a chunked body streams. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -1396,15 +1463,6 @@ export interface operations {
                     "application/json": components["schemas"]["PromptResult"];
                 };
             };
-            /** @description Malformed request (not JSON, bad encoding, empty). */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDoc"];
-                };
-            };
             /** @description Missing or invalid credentials. */
             401: {
                 headers: {
@@ -1414,8 +1472,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDoc"];
                 };
             };
-            /** @description Forbidden: a cookie write without the CSRF header, or a foreign Host. */
+            /** @description Forbidden: the Host header does not name this daemon (any route). */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Request body too large: over the limit declared in Content-Length (checked on every request, before routing) or while a chunked body streams. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1487,7 +1554,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDoc"];
                 };
             };
-            /** @description Forbidden: a cookie write without the CSRF header, or a foreign Host. */
+            /** @description Forbidden: the Host header does not name this daemon, or a write with the page's session cookie lacks `X-Requested-With: creative-memory`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1496,7 +1563,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDoc"];
                 };
             };
-            /** @description Request body too large. */
+            /** @description Request body too large: over the limit declared in Content-Length (checked on every request, before routing) or while a chunked body streams. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -1574,8 +1641,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDoc"];
                 };
             };
-            /** @description Forbidden: a cookie write without the CSRF header, or a foreign Host. */
+            /** @description Forbidden: the Host header does not name this daemon (any route). */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Request body too large: over the limit declared in Content-Length (checked on every request, before routing) or while a chunked body streams. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1634,7 +1710,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDoc"];
                 };
             };
-            /** @description Forbidden: a cookie write without the CSRF header, or a foreign Host. */
+            /** @description Forbidden: the Host header does not name this daemon, or a write with the page's session cookie lacks `X-Requested-With: creative-memory`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1643,7 +1719,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDoc"];
                 };
             };
-            /** @description Request body too large. */
+            /** @description Request body too large: over the limit declared in Content-Length (checked on every request, before routing) or while a chunked body streams. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -1708,8 +1784,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDoc"];
                 };
             };
-            /** @description Forbidden: a cookie write without the CSRF header, or a foreign Host. */
+            /** @description Forbidden: the Host header does not name this daemon (any route). */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Request body too large: over the limit declared in Content-Length (checked on every request, before routing) or while a chunked body streams. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1768,7 +1853,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDoc"];
                 };
             };
-            /** @description Forbidden: a cookie write without the CSRF header, or a foreign Host. */
+            /** @description Forbidden: the Host header does not name this daemon, or a write with the page's session cookie lacks `X-Requested-With: creative-memory`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1777,7 +1862,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDoc"];
                 };
             };
-            /** @description Request body too large. */
+            /** @description Request body too large: over the limit declared in Content-Length (checked on every request, before routing) or while a chunked body streams. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -1836,15 +1921,6 @@ export interface operations {
                     "application/json": components["schemas"]["PreviewResult"];
                 };
             };
-            /** @description Malformed request (not JSON, bad encoding, empty). */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDoc"];
-                };
-            };
             /** @description Missing or invalid credentials. */
             401: {
                 headers: {
@@ -1854,8 +1930,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDoc"];
                 };
             };
-            /** @description Forbidden: a cookie write without the CSRF header, or a foreign Host. */
+            /** @description Forbidden: the Host header does not name this daemon (any route). */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Request body too large: over the limit declared in Content-Length (checked on every request, before routing) or while a chunked body streams. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1910,8 +1995,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDoc"];
                 };
             };
-            /** @description Forbidden: a cookie write without the CSRF header, or a foreign Host. */
+            /** @description Forbidden: the Host header does not name this daemon (any route). */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Request body too large: over the limit declared in Content-Length (checked on every request, before routing) or while a chunked body streams. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1954,15 +2048,6 @@ export interface operations {
                     "application/json": components["schemas"]["ImportResult"];
                 };
             };
-            /** @description Malformed request (not JSON, bad encoding, empty). */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["ProblemDoc"];
-                };
-            };
             /** @description Missing or invalid credentials. */
             401: {
                 headers: {
@@ -1972,7 +2057,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDoc"];
                 };
             };
-            /** @description Forbidden: a cookie write without the CSRF header, or a foreign Host. */
+            /** @description Forbidden: the Host header does not name this daemon, or a write with the page's session cookie lacks `X-Requested-With: creative-memory`. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1981,7 +2066,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["ProblemDoc"];
                 };
             };
-            /** @description Request body too large. */
+            /** @description Request body too large: over the limit declared in Content-Length (checked on every request, before routing) or while a chunked body streams. */
             413: {
                 headers: {
                     [name: string]: unknown;
