@@ -3,7 +3,8 @@
 * the checked-in ``openapi.json`` is the daemon's document, byte for byte as the generator
   writes it (no Node needed);
 * ``scripts/generate.mjs --check`` regenerates the types with openapi-typescript from a
-  freshly dumped document and fails if ``src/openapi.ts`` drifted;
+  freshly dumped document and fails if ``src/openapi.ts`` drifted; with ``--url`` it reads
+  the document from a live daemon, with its token, byte for byte as the dump writes it;
 * the client's own tests (``node --test``) pass against a live daemon on loopback started
   here (``ThreadedDaemon`` on ``127.0.0.1:0``; URL and token passed in the environment);
 * the example composes a host prompt through that daemon.
@@ -118,6 +119,28 @@ def test_the_drift_check_fails_on_a_changed_document(built: None, tmp_path: Path
     assert done.returncode == 1, done.stdout + done.stderr
     assert "openapi.json is out of date" in done.stderr
     assert "src/openapi.ts is out of date" in done.stderr
+
+
+@pytest.mark.slow
+def test_generate_from_a_running_daemon_needs_its_token(
+    built: None, daemon: dict[str, str]
+) -> None:
+    """``--url``: GET /openapi.json needs credentials; without a token the script says how
+    to give one (exit 2), with ``--token`` or ``$CREATIVE_MEMORY_TOKEN`` it reads the document
+    and writes the bytes the in-process dump writes (``--check`` finds nothing stale)."""
+    url = f"{daemon['CREATIVE_MEMORY_URL']}/openapi.json"
+    token = daemon["CREATIVE_MEMORY_TOKEN"]
+    anonymous = {k: v for k, v in daemon.items() if k != "CREATIVE_MEMORY_TOKEN"}
+    script = ["node", "scripts/generate.mjs", "--check", "--url", url]
+    done = subprocess.run(
+        script, cwd=CLIENT, env=anonymous, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert all(word in done.stderr for word in ("401", "--token", "CREATIVE_MEMORY_TOKEN"))
+    out = _run([*script, "--token", token], env=anonymous, timeout=120)
+    assert "match the daemon's OpenAPI document" in out
+    out = _run(script, env=daemon, timeout=120)
+    assert "match the daemon's OpenAPI document" in out
 
 
 @pytest.mark.slow

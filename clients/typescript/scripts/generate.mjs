@@ -4,12 +4,17 @@
 //   node scripts/generate.mjs                   dump the document in-process with Python, write
 //                                               openapi.json and src/openapi.ts
 //   node scripts/generate.mjs --url URL         take the document from a running daemon
-//                                               (e.g. http://127.0.0.1:7744/openapi.json)
+//                                               (e.g. http://127.0.0.1:7744/openapi.json); it
+//                                               needs credentials like every route but /healthz:
+//                                               --token TOKEN, else $CREATIVE_MEMORY_TOKEN
+//                                               (`creative-memory token`)
 //   node scripts/generate.mjs --document FILE   take the document from a file
 //   ... --check                                 write nothing; exit 1 if either checked-in file
 //                                               differs from what would be written
 //
 // The Python interpreter is $CREATIVE_MEMORY_PYTHON, else the repository's .venv, else python3.
+// Whatever the source, openapi.json is written as the in-process dump writes it (Python's
+// json.dumps: two-space indent, non-ASCII escaped), so the three modes write the same bytes.
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
@@ -36,6 +41,13 @@ function option(name) {
   return i < 0 ? undefined : process.argv[i + 1];
 }
 
+// Python's json.dumps(doc, indent=2) + "\n": JSON.stringify's layout with every character
+// outside ASCII written as a \uXXXX escape (lower-case hex, UTF-16 units), as ensure_ascii does.
+function pythonJson(doc) {
+  const text = JSON.stringify(doc, null, 2);
+  return text.replace(/[\u0080-\uffff]/g, (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0")) + "\n";
+}
+
 function python() {
   if (process.env.CREATIVE_MEMORY_PYTHON) return process.env.CREATIVE_MEMORY_PYTHON;
   const venv = join(repo, ".venv", "bin", "python");
@@ -47,14 +59,27 @@ async function documentText() {
   if (file) return readFileSync(file, "utf8");
   const url = option("--url");
   if (url) {
-    const response = await fetch(url);
+    // GET /openapi.json needs the bearer token of the daemon's user (docs/http.md, "OpenAPI")
+    const token = option("--token") ?? process.env.CREATIVE_MEMORY_TOKEN;
+    const headers = token ? { Authorization: `Bearer ${token}` } : {};
+    const response = await fetch(url, { headers });
+    if (response.status === 401) {
+      const why = token ? "the token is not valid for this daemon" : "no token given";
+      throw new Error(
+        `GET ${url}: 401 (${why}): pass --token TOKEN or set CREATIVE_MEMORY_TOKEN ` +
+          "(the output of `creative-memory token` for the daemon's data directory)",
+      );
+    }
     if (!response.ok) throw new Error(`GET ${url}: ${response.status}`);
-    return JSON.stringify(await response.json(), null, 2) + "\n";
+    return pythonJson(await response.json());
   }
   return execFileSync(python(), ["-c", DUMP], { cwd: repo, encoding: "utf8" });
 }
 
-const text = await documentText();
+const text = await documentText().catch((err) => {
+  console.error(err.message); // a daemon that refused or could not be reached: no stack trace
+  process.exit(2);
+});
 // defaultNonNullable: request bodies are component schemas, where openapi-typescript's default
 // would make every property with a default (ComposeRequest.variant, ResetRequest.scope...)
 // required. emptyObjectsUnknown: a bare {"type": "object"} (an archive's events and settings)
