@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,15 @@ def test_an_error_after_a_long_integer_names_its_own_byte() -> None:
     """The integer is rewritten to a token of its own length: offsets stay the text's."""
     want = "not valid JSON (JSON is malformed: invalid character (byte {}))"
     assert reason(b"[" + HUGE + b", x]").reason == want.format(len(HUGE) + 3)
+
+
+def test_the_rewrite_scans_each_byte_once() -> None:
+    """An unterminated string of escaped quotes after a long integer: were each quote the
+    start of a new scan to the end, 200 KB would take about a minute."""
+    text = b"[" + HUGE + b', "' + b'\\"' * 100_000
+    start = time.perf_counter()
+    assert reason(text).reason.startswith("not valid JSON (JSON ends early")
+    assert time.perf_counter() - start < 2.0
 
 
 def test_the_integer_limit_is_pythons() -> None:

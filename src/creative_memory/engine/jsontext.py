@@ -36,12 +36,14 @@ MAX_JSON_DEPTH: Final = 64
 _BOM: Final = b"\xef\xbb\xbf"
 #: Numbers too large for a float (``1e400``) are infinity, not a refusal of the text.
 _DECODER: Final = msgspec.json.Decoder(float_hook=float)
-#: A JSON string (skipped as it is) or an integer token of more than 640 digits — the
-#: fewest ``sys.set_int_max_str_digits`` allows, so no shorter integer is ever out of range.
-#: An integer token: not inside a number (after a digit, ``.``, ``e``, a sign), not the
+#: A JSON string (skipped as it is; an unterminated one runs to the end of the text, so
+#: each byte is scanned once) or an integer token of more than 640 digits — the fewest
+#: ``sys.set_int_max_str_digits`` allows, so no shorter integer is ever out of range. An
+#: integer token: not inside a number (after a digit, ``.``, ``e``, a sign), not the
 #: integer part of a fraction or exponent (before ``.``, ``e``, ``E``).
 _STRING_OR_LONG_INT: Final = re.compile(
-    rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"|(?<![\w.+-])(?P<int>-?[0-9]{641,}+)(?![.eE])', re.DOTALL
+    rb'"[^"\\]*+(?:\\.?[^"\\]*+)*+"?|(?<![\w.+-])(?P<int>-?[0-9]{641,}+)(?![.eE])',
+    re.DOTALL,
 )
 
 
