@@ -11,8 +11,9 @@ The rule, for a text of bytes:
 * it is JSON as RFC 8259 defines it, in UTF-8: ``NaN``, ``Infinity`` and ``-Infinity``
   are not JSON, nor are comments, trailing commas or a lone surrogate escape;
 * a number too large to hold is read as ±infinity — a float beyond the double range
-  (``1e400``) and an integer with more digits than Python converts (4,300 by default,
-  ``sys.get_int_max_str_digits``) alike — and judged where it is used, like any other
+  (``1e400``) and an integer too long for the decoder to convert alike (more digits than
+  ``sys.get_int_max_str_digits``, 4,300 by default; msgspec counts a minus sign in that
+  4,300, so ``-`` and exactly 4,300 digits is one) — and judged where it is used, like any other
   value: the one event holding it in a field it reads is rejected on its own, a settings
   key holding it is refused by name. The text is not refused whole for a number.
 
