@@ -13,8 +13,8 @@ from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
 from creative_memory.engine.jsondepth import deeper_than, json_depth
+from creative_memory.engine.jsontext import MAX_JSON_DEPTH
 from creative_memory.engine.timeutil import _parse_grammar, try_parse_ts
-from creative_memory.http.config import MAX_JSON_DEPTH
 from creative_memory.http.jsonlog import log
 from creative_memory.http.middleware import RequestLog
 from creative_memory.http.problems import Problem

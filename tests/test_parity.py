@@ -83,6 +83,23 @@ OUT_OF_RANGE = (
 ).encode()
 
 
+def raw_batch(replace: bytes, second: dict[str, Any] | None = None) -> bytes:
+    """Three events on one line, the second's ``"HOLE"`` string replaced by ``replace``
+    (bytes that are not JSON, or a number no float holds): the same bytes are the HTTP
+    body and the CLI's input (docs/capture.md, "One JSON rule")."""
+    mono = second or {**tag("mono", "not this", "typography"), "timestamp": "HOLE"}
+    events = (tag("grid", "love this", "layout"), mono, tag("serif", "love this", "typography"))
+    text = "[" + ", ".join(json.dumps(e) for e in events) + "]"
+    return text.encode().replace(b'"HOLE"', replace)
+
+
+#: The second event's metadata nested 70 levels: the whole document is refused.
+TOO_DEEP = raw_batch(
+    b"[" * 70 + b"]" * 70,
+    {**tag("mono", "not this", "typography"), "artifact_meta": {"w": "HOLE", "signals": []}},
+)
+
+
 def seed(root: Path) -> None:
     store = MemoryStore(root)
     with CaptureLayer(store) as layer:
@@ -95,8 +112,10 @@ def seed(root: Path) -> None:
 # -- outcomes --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Outcome:
-    """``kind`` is ok / invalid / not_found; ``field`` as the surface spelled it; ``data`` the
-    numbers a case compares (events removed, accepted, rejected...)."""
+    """``kind`` is ok / invalid / not_found / not_json (an ingest document refused whole by
+    the JSON rule: an HTTP 400/422 on ``body``, the CLI's only line rejected); ``field`` as
+    the surface spelled it; ``data`` the numbers a case compares (events removed, accepted,
+    rejected..., the JSON rule's reason)."""
 
     kind: str
     field: str | None = None
@@ -134,7 +153,7 @@ class Case:
     name: str
     op: str
     args: dict[str, Any] = field(default_factory=dict)
-    expect: str = "ok"  # ok / invalid / not_found
+    expect: str = "ok"  # ok / invalid / not_found / not_json
     fields: dict[str, str] = field(default_factory=dict)  # surface -> field name, or "*"
     surfaces: tuple[str, ...] = ("lib", "cli", "http")
 
@@ -311,7 +330,17 @@ def run_cli(root: Path, case: Case) -> Outcome:
         return Outcome("not_found", err)
     assert result.exit_code in (0, 1), (result.exit_code, err, result.output)
     doc = json.loads(result.stdout) if result.stdout.strip().startswith("{") else {}
+    rows = doc.get("results", [])
+    if case.op == "ingest" and [r["where"] for r in rows] == ["line 1"]:
+        reason = rows[0]["reason"] or ""
+        if reason.startswith(JSON_RULE):  # the document on its one line refused whole
+            return Outcome("not_json", "line 1", (("reason", reason),))
     return ok(**doc_data(case, doc))
+
+
+#: How the JSON rule's reasons begin (engine/jsontext.py), after a surface's location.
+JSON_RULE = ("not valid JSON (", "not valid UTF-8", "nested deeper than ")
+BODY_IS = "the request body is "
 
 
 # -- the HTTP API ----------------------------------------------------------------------------
@@ -382,6 +411,11 @@ def run_http(root: Path, case: Case) -> Outcome:
         headers={"Authorization": f"Bearer {token}"},
     ) as client:
         r: httpx.Response = client.request(method, path, **kw)
+    if r.status_code in (400, 422) and case.op == "ingest":
+        problem = r.json()
+        reason = problem["detail"].removeprefix(BODY_IS)
+        if problem["field"] == "body" and reason.startswith(JSON_RULE):
+            return Outcome("not_json", "body", (("reason", reason),))
     if r.status_code == 422:
         return Outcome("invalid", r.json().get("field"))
     if r.status_code == 404:
@@ -597,6 +631,57 @@ CASES: list[Case] = [
         {"raw": OUT_OF_RANGE},
         surfaces=("cli", "http"),
     ),
+    Case(
+        "ingest an integer too long to convert",  # infinity, like 1e400: its event rejected
+        "ingest",
+        {"raw": raw_batch(b"9" * 5000)},
+        surfaces=("cli", "http"),
+    ),
+    Case(
+        "ingest a negative integer too long to convert",
+        "ingest",
+        {"raw": raw_batch(b"-" + b"1" * 4400)},
+        surfaces=("cli", "http"),
+    ),
+    Case(
+        "ingest NaN",  # not JSON (RFC 8259): the document is refused whole, on both
+        "ingest",
+        {"raw": raw_batch(b"NaN")},
+        "not_json",
+        surfaces=("cli", "http"),
+    ),
+    Case(
+        "ingest Infinity",
+        "ingest",
+        {"raw": raw_batch(b"Infinity")},
+        "not_json",
+        surfaces=("cli", "http"),
+    ),
+    Case(
+        "ingest -Infinity inside the metadata",
+        "ingest",
+        {
+            "raw": raw_batch(
+                b"-Infinity",
+                {**tag("mono", "not this", "typography"), "artifact_meta": {"w": "HOLE"}},
+            )
+        },
+        "not_json",
+        surfaces=("cli", "http"),
+    ),
+    Case(
+        "ingest a document nested too deep",
+        "ingest",
+        {"raw": TOO_DEEP},
+        "not_json",
+        surfaces=("cli", "http"),
+    ),
+    Case(
+        "ingest a document after a byte order mark",
+        "ingest",
+        {"raw": b"\xef\xbb\xbf" + raw_batch(b'"2026-03-01T10:00:00Z"')},
+        surfaces=("cli", "http"),
+    ),
     # prompt / compose (the library's builders take no variant: CLI and HTTP only)
     Case("prompt", "prompt", {}, surfaces=("cli", "http")),
     Case(
@@ -791,7 +876,7 @@ def test_every_surface_gives_the_same_answer(tmp_path: Path, case: Case) -> None
         want = case.field_for(surface)
         if case.expect != "ok" and want not in (None, "*"):
             assert outcome.field is not None and want in outcome.field, (surface, outcome)
-    datas = {s: dict(o.data) for s, o in outcomes.items() if o.kind == "ok"}
+    datas = {s: dict(o.data) for s, o in outcomes.items() if o.kind in ("ok", "not_json")}
     if datas:  # the numbers every surface reports must agree
         common = set.intersection(*(set(d) for d in datas.values()))
         seen = {s: {k: d[k] for k in sorted(common)} for s, d in datas.items()}

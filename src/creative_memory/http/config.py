@@ -19,7 +19,6 @@ DEFAULT_ALARM_MS: Final = 50.0
 DEFAULT_MAX_BODY: Final = 1024 * 1024  # JSON requests
 DEFAULT_MAX_IMPORT: Final = 64 * 1024 * 1024  # archive uploads
 MAX_BATCH: Final = 1000  # events per POST /api/v1/events
-MAX_JSON_DEPTH: Final = 64
 LOOPBACK_NAMES: Final = ("localhost", "127.0.0.1", "[::1]")
 IMPORT_PATH: Final = "/api/v1/import"  # the one route whose body limit is max_import_bytes
 #: When derived state is brought up to date (docs/daemon.md, "Background derivation"):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -11,7 +10,6 @@ import click
 import msgspec
 
 from creative_memory.cli.context import State, command
-from creative_memory.cli.errors import one_line
 from creative_memory.cli.render import (
     PROGRESS_MIN_EVENTS,
     emit_json,
@@ -24,44 +22,36 @@ from creative_memory.cli.render import (
 if TYPE_CHECKING:
     from creative_memory.app.service import IngestInput, IngestItem, IngestResult
 
+
 def parse_events(data: bytes) -> list[IngestInput]:
     """One JSON object, a JSON array of objects, or JSON lines (blank lines skipped), each
-    with its location; a line that does not parse carries the reason instead."""
+    with its location; a line that does not decode carries the reason instead. Every
+    document and every line is decoded by the rule the HTTP API applies to a request body
+    (:func:`~creative_memory.engine.jsontext.decode_json`, docs/capture.md, "One JSON
+    rule"): a byte order mark before it ignored, nested at most 64 levels, no ``NaN``, a
+    number too large to hold read as infinity and judged with its event."""
     from creative_memory.app.service import IngestInput
+    from creative_memory.engine.jsontext import JsonTextError, decode_json
 
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        text = None
-    if text is not None and text.strip():
+    if data.strip():
         try:
-            whole = json.loads(text)
-        except ValueError:
-            pass
+            whole = decode_json(data)
+        except JsonTextError:
+            pass  # JSON lines, or a document that is not JSON: judged line by line
         else:
             if isinstance(whole, list):
                 return [IngestInput(where=f"item {i}", value=v) for i, v in enumerate(whole, 1)]
-            single = "line 1" if text.strip().count("\n") == 0 else "event"
+            single = "line 1" if data.strip().count(b"\n") == 0 else "event"
             return [IngestInput(where=single, value=whole)]
     out: list[IngestInput] = []
     for n, raw in enumerate(data.split(b"\n"), 1):
-        if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
-            raw = raw[3:]
-        if not raw.strip():
+        if not raw.removeprefix(b"\xef\xbb\xbf").strip():
             continue
         where = f"line {n}"
         try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            out.append(IngestInput(where=where, error="not valid UTF-8"))
-            continue
-        try:
-            out.append(IngestInput(where=where, value=json.loads(line)))
-        except json.JSONDecodeError as exc:
-            reason = f"not valid JSON ({exc.msg} at column {exc.colno})"
-            out.append(IngestInput(where=where, error=reason))
-        except ValueError as exc:  # e.g. a number too large to convert
-            out.append(IngestInput(where=where, error=f"not valid JSON ({one_line(exc)})"))
+            out.append(IngestInput(where=where, value=decode_json(raw)))
+        except JsonTextError as exc:
+            out.append(IngestInput(where=where, error=exc.reason))
     return out
 
 

@@ -17,8 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from creative_memory.engine.errors import struct_error_field
-from creative_memory.engine.jsondepth import deeper_than
-from creative_memory.http.config import MAX_JSON_DEPTH
+from creative_memory.engine.jsontext import MAX_JSON_DEPTH, JsonTextError, decode_json
 from creative_memory.http.problems import Problem, invalid, not_found
 from creative_memory.http.schemas import AsOfParam, AtSeqParam
 from creative_memory.http.state import Daemon
@@ -150,26 +149,22 @@ def check_json_type(request: Request) -> None:
         )
 
 
-#: JSON bodies as Python values. A number too large for a float (``1e400``, valid JSON) is
-#: infinity, as Python's ``json`` reads it (and so the CLI): the value is then judged where
-#: it is used — one event rejected on its own, a settings key named — not the whole body.
-_DECODER: Final = msgspec.json.Decoder(float_hook=float)
-
-
 async def read_json(request: Request) -> Any:
-    """The JSON body as Python values: 415 not JSON, 400 empty or unparseable, 422 nested
+    """The JSON body as Python values, decoded by the one rule every surface applies
+    (:func:`~creative_memory.engine.jsontext.decode_json`, docs/capture.md, "One JSON
+    rule"): 415 not JSON, 400 empty, not UTF-8 or not JSON (``NaN`` included), 422 nested
     deeper than :data:`MAX_JSON_DEPTH` — measured before decoding, so however deep the
-    body, the decoder never recurses past the limit."""
+    body, the decoder never recurses past the limit. A number too large to hold is
+    infinity, judged where it is used (one event rejected, a settings key named)."""
     check_json_type(request)
     body = await request.body()  # the BodyLimit middleware meters it
     if not body.strip():
         raise invalid("the request body is empty; send a JSON document", "body", 400)
-    if deeper_than(body, MAX_JSON_DEPTH):
-        raise invalid(f"JSON nested deeper than {MAX_JSON_DEPTH} levels", "body")
     try:
-        return _DECODER.decode(body)
-    except msgspec.MsgspecError as exc:
-        raise invalid(f"the request body is not valid JSON ({exc})", "body", 400) from None
+        return decode_json(body, MAX_JSON_DEPTH)
+    except JsonTextError as exc:
+        status = 422 if exc.too_deep else 400
+        raise invalid(f"the request body is {exc.reason}", "body", status) from None
 
 
 async def read_struct(request: Request, type_: type[T]) -> T:
