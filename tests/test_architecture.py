@@ -70,9 +70,7 @@ def test_the_contracts_hold() -> None:
         ("engine/prompt.py", "import os as _io  # noqa", "The engine is pure"),
     ],
 )
-def test_a_violation_breaks_a_contract(
-    tmp_path: Path, module: str, line: str, broken: str
-) -> None:
+def test_a_violation_breaks_a_contract(tmp_path: Path, module: str, line: str, broken: str) -> None:
     copy = tmp_path / "src"
     shutil.copytree(PACKAGE, copy / "creative_memory", ignore=shutil.ignore_patterns("__pycache__"))
     target = copy / "creative_memory" / module

@@ -178,8 +178,7 @@ def test_preview_refuses_bad_input_on_one_line(
 # -- --at-seq / --as-of --------------------------------------------------------------------------
 def _strengths(doc: dict[str, Any]) -> list[tuple[str, str, str, float]]:
     return [
-        (r["scope"], r["pattern"], r["polarity"], r["signal_strength"])
-        for r in doc["preferences"]
+        (r["scope"], r["pattern"], r["polarity"], r["signal_strength"]) for r in doc["preferences"]
     ]
 
 

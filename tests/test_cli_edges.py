@@ -386,9 +386,7 @@ def test_pause_while_memory_is_off_does_not_promise_injection(cli: Cli) -> None:
 
 
 # -- a reader that goes away ---------------------------------------------------------------------
-@pytest.mark.parametrize(
-    "args", [["inspect"], ["--json", "inspect"], ["export", "-"], ["--help"]]
-)
+@pytest.mark.parametrize("args", [["inspect"], ["--json", "inspect"], ["export", "-"], ["--help"]])
 def test_a_closed_stdout_pipe_exits_141_quietly(cli: Cli, args: list[str]) -> None:
     """``creative-memory inspect | head -1``: the reader is gone before the output is
     written; the command exits 141 (128 + SIGPIPE) with nothing on stderr."""

@@ -30,13 +30,17 @@ USER = "alice"
 FORBIDDEN = re.compile(f"[{UNSAFE_CHARS}]")
 COUNTER = itertools.count()
 
-UNSAFE_TEXT = st.lists(
-    st.sampled_from(
-        ["a", "b", " ", "#", "\n", "\r", "\x1b", "\x00", "\u202e", "\u2028", "[red]", "é", "\t"]
-    ),
-    min_size=1,
-    max_size=12,
-).map("".join).filter(lambda s: s.strip() != "")
+UNSAFE_TEXT = (
+    st.lists(
+        st.sampled_from(
+            ["a", "b", " ", "#", "\n", "\r", "\x1b", "\x00", "\u202e", "\u2028", "[red]", "é", "\t"]
+        ),
+        min_size=1,
+        max_size=12,
+    )
+    .map("".join)
+    .filter(lambda s: s.strip() != "")
+)
 
 
 def plant(root: Path, pattern: str, ptype: str) -> None:

@@ -306,7 +306,7 @@ def test_the_last_call_memos_give_the_plain_answers() -> None:
         )
 
     rng = random.Random(3)
-    instants = [T0 + rng.randrange(-10**12, 10**12) for _ in range(60)]
+    instants = [T0 + rng.randrange(-(10**12), 10**12) for _ in range(60)]
     calls = [ms for ms in instants for _ in range(3)] + instants[::-1] + instants[:2] * 5
     for ms in calls:
         text = format_ts(ms)

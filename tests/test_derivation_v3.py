@@ -186,9 +186,7 @@ def reference_report(state: DerivedState, ev: SignalEvent) -> Any:
     live = state.bucket_for(bucket_id).live(rec.preference_type, rec.pattern, rec.polarity)
     out = (live if live is not None else rec).copy()
     out.id = content_id(bucket_id, key, out.polarity)
-    out.sources, out.accept_count, out.reject_count, out.explicit_tags, out.decay_at = (
-        f.summary()
-    )
+    out.sources, out.accept_count, out.reject_count, out.explicit_tags, out.decay_at = f.summary()
     out.last_seen = f.last_seen
     out.source_event_count = f.events
     out.derivation_version = state.version

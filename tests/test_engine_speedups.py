@@ -76,8 +76,7 @@ def history(n: int, n_patterns: int, seed: int, *, extras: bool = True) -> list[
             sides = [
                 ComparisonSide(
                     features=[
-                        Feature(t_, f"p{rng.randrange(n_patterns)}")
-                        for t_ in rng.sample(TYPES, 2)
+                        Feature(t_, f"p{rng.randrange(n_patterns)}") for t_ in rng.sample(TYPES, 2)
                     ]
                 )
                 for _ in range(2)

@@ -52,7 +52,10 @@ def wire(kind: str, art: str, *patterns: str, **over: Any) -> dict[str, Any]:
 SEQUENCE = [
     wire("thumbs_rated", "a1", GONE, rating="down"),
     wire(
-        "artifact_edited_and_saved", "a1", GONE, "calm_palette",
+        "artifact_edited_and_saved",
+        "a1",
+        GONE,
+        "calm_palette",
         diff={"note": f"swapped {GONE} for calm"},
     ),
     wire("generation_started", "a2", GONE),

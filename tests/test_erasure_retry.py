@@ -30,9 +30,7 @@ class Crash(Exception):
 
 def seeded(root: Path, clock: ManualClock) -> MemoryStore:
     """A user whose log, cache entries (one per prefix) and snapshot hold SECRET."""
-    return seeded_store(
-        MemoryStore(root, derivation_version="1", clock=clock, cache_capacity=100)
-    )
+    return seeded_store(MemoryStore(root, derivation_version="1", clock=clock, cache_capacity=100))
 
 
 def seeded_store(store: MemoryStore) -> MemoryStore:

@@ -133,6 +133,7 @@ def test_without_group_commit_every_append_fsyncs(tmp_path: Path, log_fsyncs: li
     assert isinstance(store._storage, FileStorage)
     store._storage.group_commit = False
     log_fsyncs[0] = 0
+
     def work(t: int) -> None:
         for i in range(5):
             store.ingest_signal(U, tag(f"p{t}{i}"))

@@ -168,9 +168,7 @@ def test_preview_to_the_version_in_force_changes_nothing(api: Api) -> None:
         ({"version": "1", "project_id": "__proto__"}, "project_id"),
     ],
 )
-def test_bad_preview_input_is_a_422_naming_it(
-    api: Api, params: dict[str, Any], field: str
-) -> None:
+def test_bad_preview_input_is_a_422_naming_it(api: Api, params: dict[str, Any], field: str) -> None:
     assert_problem(api.get("/api/v1/derivation/preview", params=params), 422, field)
 
 

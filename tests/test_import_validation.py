@@ -272,7 +272,7 @@ def spoil_settings(backend: Backend, store: MemoryStore, how: str) -> None:
 
         with psycopg.connect(backend.root, autocommit=True) as conn:
             conn.execute(
-                "UPDATE cm_users SET settings = '{\"paused\": \"yes\"}'::jsonb WHERE user_id = %s",
+                'UPDATE cm_users SET settings = \'{"paused": "yes"}\'::jsonb WHERE user_id = %s',
                 (U,),
             )
 

@@ -484,8 +484,9 @@ def test_a_loop_batch_whose_fsync_fails_fails_every_call(
     assert all(isinstance(r, StorageError) for r in results)  # the one that wrote nothing too
     monkeypatch.undo()
     store.ingest_signals(U, signals(1, 50))  # the tail is read again
-    assert [e.seq for e in assert_log_sound(tmp_path, U)] == list(range(1, len(
-        assert_log_sound(tmp_path, U)) + 1))
+    assert [e.seq for e in assert_log_sound(tmp_path, U)] == list(
+        range(1, len(assert_log_sound(tmp_path, U)) + 1)
+    )
     assert lane.close(5)
     store.close()
 

@@ -42,7 +42,7 @@ def test_a_number_too_large_to_hold_is_infinity() -> None:
     assert decode_json(b"-1e400") == -math.inf
     assert decode_json(HUGE) == math.inf
     assert decode_json(b"-" + HUGE) == -math.inf
-    doc = decode_json(b'{"a": [' + HUGE + b', 3, -' + HUGE + b'], "b": 12}')
+    doc = decode_json(b'{"a": [' + HUGE + b", 3, -" + HUGE + b'], "b": 12}')
     assert doc == {"a": [math.inf, 3, -math.inf], "b": 12}
     assert decode_json(b"1" * 4300) == int("1" * 4300)  # at the limit: an integer
 

@@ -67,9 +67,7 @@ def test_version_1_against_3_accounts_for_every_record() -> None:
         assert (c.before is None) == (c.change == "added")
         assert (c.after is None) == (c.change == "removed")
         if c.change == "changed":
-            assert c.fields and all(
-                getattr(c.before, f) != getattr(c.after, f) for f in c.fields
-            )
+            assert c.fields and all(getattr(c.before, f) != getattr(c.after, f) for f in c.fields)
     ins = {(i.pattern, i.change) for i in change.injection}
     old = {r.pattern for r in injected(res1)}
     new = {r.pattern for r in injected(res3)}

@@ -97,9 +97,7 @@ PATHS: dict[str, Path_] = {
             dimensions=[TEXT],
         ),
     ),
-    "archive import (new log)": lambda s, t: MemoryService(s).import_archive(
-        U, archive_with_pii()
-    ),
+    "archive import (new log)": lambda s, t: MemoryService(s).import_archive(U, archive_with_pii()),
     "archive import (merge)": lambda s, t: (
         s.log_refinement(U, diff={"x": 1}),
         MemoryService(s).import_archive(U, archive_with_pii(), "merge"),

@@ -823,12 +823,19 @@ def test_project_overrides_ignore_confidence_and_caps(store: MemoryStore) -> Non
     add(store, sigs("rev", "trev", n=7, project="pj", ts=at(100)))
     for i, st in enumerate([ET, ET, ET, AB]):
         store.ingest_signal(
-            U, tag("rev", "trev", "negative", ts=at(101 + i), signal_type=st, scope="project",
-                   project_id="pj"),
+            U,
+            tag(
+                "rev",
+                "trev",
+                "negative",
+                ts=at(101 + i),
+                signal_type=st,
+                scope="project",
+                project_id="pj",
+            ),
         )
     recs = {
-        r.pattern: r
-        for r in store.list_preferences(U, scope="project:pj", polarity="positive")
+        r.pattern: r for r in store.list_preferences(U, scope="project:pj", polarity="positive")
     }
     assert recs["rev"].polarity_status == "under_review" and recs["rev"].signal_strength >= 0.4
     assert (recs["lowlabel"].signal_strength, recs["lowlabel"].confidence) == (0.42, "low")
@@ -839,7 +846,8 @@ def test_project_overrides_ignore_confidence_and_caps(store: MemoryStore) -> Non
     assert dtypes(r) == ["hard_cap_applied"]
     block = build_prompt_block(r, "pj")
     assert block.endswith(
-        "\nProject override: " + ", ".join([f"p{i}" for i in range(22)] + ["lowlabel"])
+        "\nProject override: "
+        + ", ".join([f"p{i}" for i in range(22)] + ["lowlabel"])
         + " active (pj)"
     )
 

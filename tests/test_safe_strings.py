@@ -39,6 +39,7 @@ def first_unsafe(value: str) -> int | None:
     m = _UNSAFE.search(value)
     return None if m is None else m.start()
 
+
 U = "alice"
 NOW = "2026-03-01T10:00:00Z"
 STORED_NOW = "2026-03-01T10:00:00.000Z"  # NOW as the store writes it (archives hold that)

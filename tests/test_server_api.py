@@ -365,9 +365,7 @@ def test_multi_user_requests_act_for_the_tokens_user_only(
     ]
 
 
-def test_events_for_another_user_or_without_one_are_rejected(
-    api: Api, store: MemoryStore
-) -> None:
+def test_events_for_another_user_or_without_one_are_rejected(api: Api, store: MemoryStore) -> None:
     ev = wire()
     del ev["user_id"]
     r = api.post("/api/v1/events", json=[wire(user_id="mallory"), ev, wire(user_id=None)])
@@ -757,10 +755,13 @@ def test_memory_prompt_and_explain(api: Api) -> None:
     events = line.json()["events"]
     assert [e["seq"] for e in events] == [s["seq"] for s in steps]
     assert all(e["kind"] == "signal" and e["polarity"] for e in events)
-    assert api.get(
-        "/api/v1/timeline/color/neon_palette",
-        params={"project_id": "festival", "at_seq": events[0]["seq"]},
-    ).json()["events"] == events[:1]
+    assert (
+        api.get(
+            "/api/v1/timeline/color/neon_palette",
+            params={"project_id": "festival", "at_seq": events[0]["seq"]},
+        ).json()["events"]
+        == events[:1]
+    )
     assert_problem(api.get("/api/v1/timeline/color/never_seen"), 404, "pattern")
     assert_problem(api.get("/api/v1/timeline/color/neon_palette", params={"at_seq": -1}), 422,
                    "at_seq")  # fmt: skip
@@ -1038,9 +1039,7 @@ def test_slow_retrieval_warns(
 
 
 def test_json_log_lines() -> None:
-    rec = logging.LogRecord(
-        "creative_memory.http", logging.INFO, __file__, 1, "hello", (), None
-    )
+    rec = logging.LogRecord("creative_memory.http", logging.INFO, __file__, 1, "hello", (), None)
     rec.fields = {"event": "hello", "status": 200}
     line = json.loads(JsonFormatter().format(rec))
     assert line["message"] == "hello" and line["status"] == 200 and line["level"] == "info"

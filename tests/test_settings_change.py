@@ -76,9 +76,7 @@ def test_a_pause_end_is_judged_once_so_the_change_lands_whole(tmp_path: Path) ->
         ({"diagnostics_feed": 1}, "diagnostics_feed"),
     ],
 )
-def test_one_bad_key_writes_nothing(
-    tmp_path: Path, change: dict[str, object], field: str
-) -> None:
+def test_one_bad_key_writes_nothing(tmp_path: Path, change: dict[str, object], field: str) -> None:
     store = MemoryStore(tmp_path / "mem", clock=lambda: NOW)
     store.ingest_signal(U, tag("airy", ts="2026-03-01T10:00:00Z"))
     before = state(tmp_path / "mem")

@@ -377,9 +377,7 @@ CRASH_CHILD = textwrap.dedent(
 )
 
 
-def run_and_kill(
-    root: Path | str, prefix: str, seed: int, delay: float
-) -> list[tuple[str, int]]:
+def run_and_kill(root: Path | str, prefix: str, seed: int, delay: float) -> list[tuple[str, int]]:
     proc = subprocess.Popen(
         [sys.executable, "-c", CRASH_CHILD, str(root), USER, prefix, str(seed)],
         stdout=subprocess.PIPE,
@@ -409,9 +407,7 @@ def run_and_kill(
 
 @pytest.mark.slow
 @pytest.mark.parametrize("chunk", range(5))
-def test_sigkill_at_random_moments_loses_no_acknowledged_event(
-    tmp_path: Path, chunk: int
-) -> None:
+def test_sigkill_at_random_moments_loses_no_acknowledged_event(tmp_path: Path, chunk: int) -> None:
     """50 kills in five stores of ten (so the chunks run in parallel); within a store each
     child may find the previous one's torn tail and repairs it."""
     rng = random.Random(20250107 + chunk)

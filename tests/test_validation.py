@@ -292,9 +292,7 @@ def test_retrieval_context_shapes(seeded: MemoryStore) -> None:
     rejects(seeded, "context", lambda: seeded.retrieve_for_injection(U, ["x"]))  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(
-    "now", ["not-a-date", "2024-02-30", 5, datetime(2024, 1, 1)], ids=repr
-)
+@pytest.mark.parametrize("now", ["not-a-date", "2024-02-30", 5, datetime(2024, 1, 1)], ids=repr)
 def test_run_decay_bad_now(seeded: MemoryStore, now: Any) -> None:
     rejects(seeded, "now", lambda: seeded.run_decay(U, now))
 
@@ -409,9 +407,7 @@ def test_adapter_timestamp_missing(seeded: MemoryStore, name: str, ts: Any) -> N
 @pytest.mark.parametrize("ts", ["not-a-date", "2024-02-30", "2024-01-01T25:00Z"])
 def test_adapter_timestamp_unparseable(seeded: MemoryStore, name: str, ts: str) -> None:
     ev = event(timestamp=ts, artifact_meta=None)
-    rejects(
-        seeded, "timestamp", lambda: HANDLERS[name](seeded, ev), "not a valid ISO date string"
-    )
+    rejects(seeded, "timestamp", lambda: HANDLERS[name](seeded, ev), "not a valid ISO date string")
 
 
 @pytest.mark.parametrize("name", list(HANDLERS))
@@ -493,9 +489,7 @@ def test_adapter_timestamp_before_meta_and_user_before_timestamp(seeded: MemoryS
     rejects(
         seeded,
         "artifact_meta",
-        lambda: adapter.on_generation_accepted(
-            seeded, event(artifact_meta=None, project_id="a/b")
-        ),
+        lambda: adapter.on_generation_accepted(seeded, event(artifact_meta=None, project_id="a/b")),
     )
 
 
@@ -519,8 +513,10 @@ def test_adapter_event_not_a_mapping(seeded: MemoryStore) -> None:
 )
 def test_tag_normalisation(store: MemoryStore, tag_text: str, polarity: str) -> None:
     (r,) = adapter.on_explicit_tag_applied(
-        store, event(tag_text=tag_text, artifact_meta={"signals": [{"preference_type": "t",
-                                                                      "pattern": "p"}]})
+        store,
+        event(
+            tag_text=tag_text, artifact_meta={"signals": [{"preference_type": "t", "pattern": "p"}]}
+        ),
     )
     assert r is not None
     assert r.polarity == polarity
@@ -547,8 +543,8 @@ def test_adapter_signal_mapping(store: MemoryStore) -> None:
         ]
     # "" project id means global
     (r,) = adapter.on_generation_accepted(
-        store, event(project_id="", artifact_meta={"signals": [{"preference_type": "g",
-                                                                "pattern": "g"}]})
+        store,
+        event(project_id="", artifact_meta={"signals": [{"preference_type": "g", "pattern": "g"}]}),
     )
     assert r is not None and r.scope == "global"
 

@@ -302,9 +302,7 @@ class DerivedStates:
         unless one for this position is out already (caller holds the user's lock)."""
         pub = self.published.get(user_id)
         if pub is None or pub.generation != memo.generation or pub.end != memo.end:
-            self.published[user_id] = _Published(
-                memo.generation, memo.end, frozen_copy(memo.state)
-            )
+            self.published[user_id] = _Published(memo.generation, memo.end, frozen_copy(memo.state))
 
     @staticmethod
     def fold(

@@ -37,9 +37,7 @@ class LogDoor:
         else:
             from creative_memory.engine.errors import ValidationError
 
-            raise ValidationError(
-                "redaction", "redaction must be true, false or a RedactionPolicy"
-            )
+            raise ValidationError("redaction", "redaction must be true, false or a RedactionPolicy")
         self._listeners: weakref.WeakSet[ErasureListener] = weakref.WeakSet()
         self._lock = threading.Lock()
 

@@ -53,6 +53,7 @@ class PathConfigError(ValueError):
 @dataclass(frozen=True)
 class ResolvedRoot:
     """The storage root and where it came from (flag, environment, default)."""
+
     path: Path
     source: str  # one of ROOT_SOURCES
 
@@ -60,6 +61,7 @@ class ResolvedRoot:
 @dataclass(frozen=True)
 class ResolvedUser:
     """The acting user id and where it came from (flag, environment, login name)."""
+
     user_id: str
     source: str  # "--user", "CREATIVE_MEMORY_USER" or "login name"
 
@@ -258,6 +260,4 @@ def prototype_file(source: Path, user_id: str) -> Path:
     for candidate in (source / "preferences.json", source / user_id / "preferences.json"):
         if candidate.is_file():
             return candidate
-    raise ValidationError(
-        "path", f"no preferences.json in {source} (nor in {source / user_id})"
-    )
+    raise ValidationError("path", f"no preferences.json in {source} (nor in {source / user_id})")

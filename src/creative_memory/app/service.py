@@ -152,7 +152,8 @@ class MemoryService:
                     s,
                     derivation_version=version,
                     derivation_history=[
-                        *s.derivation_history, *(switch if version != before else [])
+                        *s.derivation_history,
+                        *(switch if version != before else []),
                     ],
                 ),
             )
@@ -170,9 +171,7 @@ class MemoryService:
             history=list(settings.derivation_history),
         )
 
-    def preview(
-        self, user_id: str, version: str, project_id: str | None = None
-    ) -> PreviewResult:
+    def preview(self, user_id: str, version: str, project_id: str | None = None) -> PreviewResult:
         """What switching to ``version`` would change: records, the injected set, the block.
         Writes nothing."""
         return preview(self.store, self.history, user_id, version, project_id)
@@ -535,9 +534,7 @@ class MemoryService:
 
 def _choice(field: str, value: object, allowed: tuple[str, ...]) -> None:
     if not isinstance(value, str) or value not in allowed:
-        raise ValidationError(
-            field, f"{field} must be one of {', '.join(allowed)}; got {value!r}"
-        )
+        raise ValidationError(field, f"{field} must be one of {', '.join(allowed)}; got {value!r}")
 
 
 def _block(variant: str, retrieved: RetrievalResult, project_id: str | None) -> str:

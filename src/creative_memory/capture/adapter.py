@@ -56,8 +56,6 @@ class SignalSink(Protocol):
         ...
 
 
-
-
 # JS String.prototype.trim's whitespace set (docs/engine.md, "Adapter").
 _JS_WS: Final = (
     "\t\n\x0b\x0c\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
@@ -225,8 +223,7 @@ def on_explicit_tag_applied(
     if polarity is None:
         raise ValidationError(
             "tag_text",
-            f"tag_text: unrecognized tag {_got(tag_text)}. "
-            f"Known tags: {', '.join(TAG_POLARITY)}.",
+            f"tag_text: unrecognized tag {_got(tag_text)}. Known tags: {', '.join(TAG_POLARITY)}.",
         )
     return _dispatch(store, event, "explicit_tag", polarity, tag_text=tag_text, records=records)
 

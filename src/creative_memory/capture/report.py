@@ -35,6 +35,7 @@ class CaptureResult:
 @dataclass
 class CaptureReport:
     """What one capture call did: a result per event, and the redactions applied."""
+
     results: list[CaptureResult] = field(default_factory=list)
     redactions: Counter[str] = field(default_factory=Counter)
 

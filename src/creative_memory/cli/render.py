@@ -43,9 +43,11 @@ def safe(value: object) -> str:
         return text
     out: list[str] = []
     for ch in text:
-        if ch in _SAFE_CF or (
-            unicodedata.category(ch) not in _UNSAFE_CATEGORIES and ch.isprintable()
-        ) or ch == " ":
+        if (
+            ch in _SAFE_CF
+            or (unicodedata.category(ch) not in _UNSAFE_CATEGORIES and ch.isprintable())
+            or ch == " "
+        ):
             out.append(ch)
         else:
             out.append(ch.encode("unicode_escape").decode("ascii"))

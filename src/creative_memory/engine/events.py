@@ -247,9 +247,7 @@ def build_signal_event(signal: Mapping[str, Any], now_ms: int, recorded_at: str)
             "polarity", f'Invalid polarity: {_show(polarity)}. Use "positive" or "negative".'
         )
     pattern = check_text("pattern", signal.get("pattern"), max_length=MAX_TEXT_LENGTH)
-    ptype = check_text(
-        "preference_type", signal.get("preference_type"), max_length=MAX_TEXT_LENGTH
-    )
+    ptype = check_text("preference_type", signal.get("preference_type"), max_length=MAX_TEXT_LENGTH)
     given = signal.get("signal_type")
     signal_type = _SIGNAL_TYPES.get(given) if isinstance(given, str) else None
     if signal_type is None:

@@ -75,9 +75,9 @@ def _keyed(records: Iterable[Preference]) -> dict[Key, Preference]:
     return out
 
 
-def diff_records(before: Iterable[Preference], after: Iterable[Preference]) -> tuple[
-    list[RecordChange], int
-]:
+def diff_records(
+    before: Iterable[Preference], after: Iterable[Preference]
+) -> tuple[list[RecordChange], int]:
     """The records that differ between two derivations (in the order of ``before``, then
     the ones only ``after`` has), and how many are the same. A pattern whose only record
     turns from one polarity to the other is one change of ``polarity``."""
@@ -153,9 +153,7 @@ def _why_not(
 ) -> list[str]:
     """Why (``ptype``, ``pattern``) is not injected on one side."""
     traces = [
-        str(d.get("trace") or d.get("type"))
-        for d in result.diagnostics
-        if _mentions(d, pattern)
+        str(d.get("trace") or d.get("type")) for d in result.diagnostics if _mentions(d, pattern)
     ]
     if traces:
         return traces

@@ -151,9 +151,7 @@ def _render(
         own = _is_projects(rec, project_id)
         if own is None:
             continue
-        groups.setdefault((own, rec.polarity, rec.confidence), []).append(
-            escape_line(rec.pattern)
-        )
+        groups.setdefault((own, rec.polarity, rec.confidence), []).append(escape_line(rec.pattern))
     lines = [
         label + _SEP.join(groups[(own, pol, conf)])
         for own, pol, conf, label in spec

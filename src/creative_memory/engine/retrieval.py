@@ -363,9 +363,7 @@ def nested_diagnostics(result: RetrievalResult) -> list[int]:
     flat: a shallow copy of one is a copy all the way down)."""
     atoms = _ATOMS
     return [
-        i
-        for i, d in enumerate(result.diagnostics)
-        if not all(type(v) in atoms for v in d.values())
+        i for i, d in enumerate(result.diagnostics) if not all(type(v) in atoms for v in d.values())
     ]
 
 

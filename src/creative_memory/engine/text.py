@@ -95,9 +95,7 @@ def check_text(field: str, value: object, *, max_length: int | None = None) -> s
     return value
 
 
-def check_optional_text(
-    field: str, value: object, *, max_length: int | None = None
-) -> str | None:
+def check_optional_text(field: str, value: object, *, max_length: int | None = None) -> str | None:
     """:func:`check_text` for a value that may be ``None`` (or empty)."""
     if value is None or value == "":
         return None if value is None else ""

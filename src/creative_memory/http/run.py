@@ -118,7 +118,7 @@ def refuse_a_second_daemon(files: DaemonFiles) -> None:
     raise Conflict(
         "data_dir",
         f"a daemon is already serving {files.root}: {info.get('url')} (pid {info.get('pid')}); "
-        "stop it first, or give this one another --data-dir"
+        "stop it first, or give this one another --data-dir",
     )
 
 

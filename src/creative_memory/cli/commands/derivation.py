@@ -42,9 +42,7 @@ def show(state: State) -> None:
 
 def render_derivation(info: DerivationInfo) -> None:
     """The human rendering of :class:`DerivationInfo`."""
-    how = (
-        f"chosen; the default is v{safe(info.default)}" if info.chosen else "the default"
-    )
+    how = f"chosen; the default is v{safe(info.default)}" if info.chosen else "the default"
     click.echo(f"Derivation for {safe(info.user_id)}: v{safe(info.in_force)} in force ({how}).")
     click.echo(f"Known versions: {', '.join(safe(v) for v in info.known)}")
     if not info.history:

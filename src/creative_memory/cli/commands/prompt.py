@@ -33,9 +33,7 @@ def read_host_prompt(path: str) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         where = "stdin" if stdin else path
-        raise ValidationError(
-            "host_prompt", f"{where} is not UTF-8 text ({exc.reason})"
-        ) from None
+        raise ValidationError("host_prompt", f"{where} is not UTF-8 text ({exc.reason})") from None
 
 
 @command(

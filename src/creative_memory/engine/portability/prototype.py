@@ -64,7 +64,7 @@ def parse_prototype(data: bytes, recorded_at: str) -> PrototypeFile:
     if doc.get("schema_version") != SCHEMA_VERSION:
         raise _fail(
             "schema_version",
-            f'must be "{SCHEMA_VERSION}", got {preview(doc.get("schema_version"))}'
+            f'must be "{SCHEMA_VERSION}", got {preview(doc.get("schema_version"))}',
         )
     enabled = doc.get("memory_enabled")
     if not isinstance(enabled, bool):

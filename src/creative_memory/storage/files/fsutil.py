@@ -74,8 +74,10 @@ def atomic_write(path: Path, data: bytes) -> None:
     except OSError:
         st = None
     try:
-        if st is not None and not stat.S_ISDIR(st.st_mode) and (
-            not stat.S_ISREG(st.st_mode) or _names_a_descriptor(path)
+        if (
+            st is not None
+            and not stat.S_ISDIR(st.st_mode)
+            and (not stat.S_ISREG(st.st_mode) or _names_a_descriptor(path))
         ):
             _write_through(path, data)
             return

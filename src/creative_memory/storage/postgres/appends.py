@@ -111,4 +111,3 @@ class Seen:
 
     text: str | None
     settings: UserSettings | None = field(compare=False, hash=False)
-

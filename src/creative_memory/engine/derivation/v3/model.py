@@ -313,9 +313,7 @@ class ModelV3(Model):
         return self.spike_slab_em(b_all, omega, n0, n, s0, ridge)
 
     @staticmethod
-    def _extend_v3(
-        vec: Mapping[int, int], lookup: Any, ftype: Any, n0: int, n: int
-    ) -> Any:
+    def _extend_v3(vec: Mapping[int, int], lookup: Any, ftype: Any, n0: int, n: int) -> Any:
         """``E b`` without a dense ``E``: a kind's ``Σ w·y·x``, type levels appended
         (``lookup``: column → position; each column once, so each position is set once)."""
         import numpy as np
