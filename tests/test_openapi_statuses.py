@@ -26,6 +26,7 @@ from creative_memory.http import DaemonConfig, DaemonFiles, create_app, daemon_o
 from creative_memory.http.openapi import openapi_document
 from creative_memory.http.routes import OPERATIONS, Operation
 from creative_memory.http.routes.common import error_statuses
+from tests.test_page_conditional import wire
 
 with warnings.catch_warnings():  # Starlette 1.x prefers httpx2 for its TestClient
     warnings.simplefilter("ignore")
@@ -37,19 +38,6 @@ PROBLEM = "application/problem+json"
 MAX_BODY, MAX_IMPORT = 4096, 16384
 DOCUMENT = openapi_document()
 DOCUMENTED = [op for op in OPERATIONS if op.operation_id]
-
-
-def _event(artifact: str) -> dict[str, Any]:
-    return {
-        "event": "explicit_tag_applied",
-        "user_id": "default",
-        "artifact_id": artifact,
-        "session_id": "s1",
-        "project_id": None,
-        "timestamp": "2026-03-01T10:00:00Z",
-        "tag_text": "too noisy",
-        "artifact_meta": {"signals": [{"preference_type": "color", "pattern": "neon_palette"}]},
-    }
 
 
 @dataclass
@@ -70,7 +58,7 @@ VALID: dict[str, tuple[str, str, dict[str, Any]]] = {
     "explain": ("GET", "/api/v1/explain/color/neon_palette", {}),
     "timeline": ("GET", "/api/v1/timeline/color/neon_palette", {}),
     "reset": ("POST", "/api/v1/reset", {"json": {"confirm": True, "scope": "project:zz"}}),
-    "ingestEvents": ("POST", "/api/v1/events", {"json": _event("a9")}),
+    "ingestEvents": ("POST", "/api/v1/events", {"json": wire("a9", "neon_palette")}),
     "prompt": ("GET", "/api/v1/prompt", {}),
     "composePrompt": ("POST", "/api/v1/prompt", {"json": {"host_prompt": "You design.\n"}}),
     "getSettings": ("GET", "/api/v1/settings", {}),
@@ -99,7 +87,7 @@ def make_site(tmp_path: Path) -> Iterator[Callable[[str], Site]]:
         client = TestClient(app, base_url=BASE, headers={"Authorization": f"Bearer {token}"})
         client.__enter__()
         clients.append(client)
-        r = client.post("/api/v1/events", json=[_event(f"a{i}") for i in range(3)])
+        r = client.post("/api/v1/events", json=[wire(f"a{i}", "neon_palette") for i in range(3)])
         assert r.status_code == 200 and r.json()["accepted"] == 3, r.text
         return Site(client, TestClient(app, base_url=BASE), root)
 
