@@ -147,3 +147,18 @@ def test_cli_ingest_judges_a_long_integer_with_its_event(tmp_path: Path) -> None
     assert (doc["accepted"], doc["rejected"]) == (1, 2)
     assert "timestamp" in rows["line 2"]["reason"] and "Infinity" in rows["line 2"]["reason"]
     assert rows["line 3"]["reason"].startswith("not valid JSON (")
+
+
+def test_cli_ingest_refuses_a_pretty_printed_non_json_document_once() -> None:
+    """A document spread over lines that is not JSON (no line decodes on its own) is one
+    refusal where its decoder stopped, not one per fragment; JSON lines with one bad line
+    keep the others, as above."""
+    pretty = json.dumps([event("a"), event("b")], indent=2).replace('"love this"', "NaN").encode()
+    items = parse_events(pretty)
+    assert [i.where for i in items] == ["the document"]
+    assert (items[0].error or "").startswith("not valid JSON (JSON is malformed")
+    mixed = b"\n".join([json.dumps(event("good")).encode(), line("nan", b"NaN")])
+    assert [(i.where, i.error is None) for i in parse_events(mixed)] == [
+        ("line 1", True),
+        ("line 2", False),
+    ]

@@ -27,7 +27,8 @@ from creative_memory.engine.timeutil import _TS_RE, TS_PATTERN, try_parse_ts
 from creative_memory.http import DaemonConfig, DaemonFiles, create_app
 from creative_memory.http.openapi import openapi_document
 from creative_memory.http.routes import OPERATIONS
-from tests.test_openapi_statuses import BASE, PORT, VALID, _event
+from tests.test_openapi_statuses import BASE, PORT, VALID
+from tests.test_page_conditional import wire
 
 with warnings.catch_warnings():  # Starlette 1.x prefers httpx2 for its TestClient
     warnings.simplefilter("ignore")
@@ -100,7 +101,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     token = DaemonFiles(root).token_for("default")
     app = create_app(DaemonConfig(root=root, port=PORT, log_level="critical"))
     with TestClient(app, base_url=BASE, headers={"Authorization": f"Bearer {token}"}) as c:
-        r = c.post("/api/v1/events", json=[_event(f"a{i}") for i in range(3)])
+        r = c.post("/api/v1/events", json=[wire(f"a{i}", "neon_palette") for i in range(3)])
         assert r.json()["accepted"] == 3
         yield c
 

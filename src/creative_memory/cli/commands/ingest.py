@@ -33,11 +33,12 @@ def parse_events(data: bytes) -> list[IngestInput]:
     from creative_memory.app.service import IngestInput
     from creative_memory.engine.jsontext import JsonTextError, decode_json
 
+    refused: JsonTextError | None = None
     if data.strip():
         try:
             whole = decode_json(data)
-        except JsonTextError:
-            pass  # JSON lines, or a document that is not JSON: judged line by line
+        except JsonTextError as exc:
+            refused = exc  # JSON lines, or a document that is not JSON: judged line by line
         else:
             if isinstance(whole, list):
                 return [IngestInput(where=f"item {i}", value=v) for i, v in enumerate(whole, 1)]
@@ -52,6 +53,10 @@ def parse_events(data: bytes) -> list[IngestInput]:
             out.append(IngestInput(where=where, value=decode_json(raw)))
         except JsonTextError as exc:
             out.append(IngestInput(where=where, error=exc.reason))
+    if refused is not None and len(out) > 1 and all(i.error is not None for i in out):
+        # not one line decodes on its own: one document spread over lines (pretty-printed)
+        # that is not JSON, refused once, where its decoder stopped — not line by line
+        return [IngestInput(where="the document", error=refused.reason)]
     return out
 
 
