@@ -162,3 +162,13 @@ def test_cli_ingest_refuses_a_pretty_printed_non_json_document_once() -> None:
         ("line 1", True),
         ("line 2", False),
     ]
+
+
+@pytest.mark.parametrize("text", [b'"\\ud800"', b'{"a": "x\\ud800y"}', b'["\\udbff"]'])
+def test_a_lone_surrogate_escape_is_named_not_called_an_early_end(text: bytes) -> None:
+    """msgspec reports a lone high surrogate escape as truncated input; the reason says
+    what it is instead (Python's own reader takes the text whole)."""
+    assert reason(text).reason == (
+        "not valid JSON (a \\u escape names half of a surrogate pair, which is no character)"
+    )
+    assert reason(text[:-1]).reason.startswith("not valid JSON (JSON ends early")

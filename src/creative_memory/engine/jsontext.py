@@ -24,6 +24,7 @@ formats this program writes, read strictly (``engine/portability``).
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Final
 
@@ -101,5 +102,12 @@ def _not_json(data: bytes, exc: msgspec.DecodeError) -> JsonTextError:
         return JsonTextError("not valid UTF-8")
     message = str(exc)
     if message == "Input data was truncated":
-        message = f"JSON ends early at byte {len(data.rstrip())}"
+        # msgspec says so of a lone surrogate escape too (``"\ud800"``): a text Python's
+        # own reader takes whole did not end early
+        try:
+            json.loads(data)
+        except ValueError:
+            message = f"JSON ends early at byte {len(data.rstrip())}"
+        else:
+            message = "a \\u escape names half of a surrogate pair, which is no character"
     return JsonTextError(f"not valid JSON ({message})")
