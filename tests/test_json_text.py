@@ -172,3 +172,10 @@ def test_a_lone_surrogate_escape_is_named_not_called_an_early_end(text: bytes) -
         "not valid JSON (a \\u escape names half of a surrogate pair, which is no character)"
     )
     assert reason(text[:-1]).reason.startswith("not valid JSON (JSON ends early")
+
+
+def test_cli_ingest_keeps_a_reason_per_line_when_every_json_line_is_bad() -> None:
+    data = b"\n".join([line("a", b"NaN"), line("b", b"Infinity"), b'{"event": '])
+    items = parse_events(data)
+    assert [i.where for i in items] == ["line 1", "line 2", "line 3"]
+    assert all((i.error or "").startswith("not valid JSON (") for i in items)

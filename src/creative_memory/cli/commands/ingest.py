@@ -53,11 +53,21 @@ def parse_events(data: bytes) -> list[IngestInput]:
             out.append(IngestInput(where=where, value=decode_json(raw)))
         except JsonTextError as exc:
             out.append(IngestInput(where=where, error=exc.reason))
-    if refused is not None and len(out) > 1 and all(i.error is not None for i in out):
-        # not one line decodes on its own: one document spread over lines (pretty-printed)
-        # that is not JSON, refused once, where its decoder stopped — not line by line
+    if refused is not None and len(out) > 1 and _one_document(out):
+        # one document spread over lines (pretty-printed) that is not JSON: refused once,
+        # where its decoder stopped — not fragment by fragment
         return [IngestInput(where="the document", error=refused.reason)]
     return out
+
+
+def _one_document(lines: list[IngestInput]) -> bool:
+    """Whether lines judged one by one read as fragments of one document: none decodes on
+    its own and the first ends early (an opening ``[`` or ``{`` alone); JSON lines whose
+    every line is bad keep a reason per line."""
+    first = lines[0].error or ""
+    return first.startswith("not valid JSON (JSON ends early") and all(
+        i.error is not None for i in lines
+    )
 
 
 @command(
