@@ -328,10 +328,11 @@ def test_an_erasure_drops_what_the_history_holds_of_the_user(tmp_path: Path) -> 
         store.ingest_signal(user, signal("neon_palette", "negative"))
         store.ingest_signal(user, signal("airy_spacing", "positive", "layout"))
         svc.inspect(user, at_seq=1)
+        svc.explain(user, "color", "neon_palette")
 
     def held(user: str) -> list[object]:
         h = svc.history
-        prefixes = [k for k in h._prefixes if k[0] == user]
+        prefixes = [k for k in (*h._prefixes, *h._explained) if k[0] == user]
         return [*([h._logs[user]] if user in h._logs else []), *prefixes]
 
     assert held("alice") and held("bob")
@@ -340,6 +341,53 @@ def test_an_erasure_drops_what_the_history_holds_of_the_user(tmp_path: Path) -> 
     svc.inspect("alice", at_seq=1)
     svc.reset("bob", "all", confirm=True)
     assert held("bob") == [] and held("alice")
+
+
+@pytest.mark.parametrize("version", ["1", "5"])
+def test_explain_asked_again_of_an_unchanged_memory_is_a_lookup(
+    tmp_path: Path, version: str
+) -> None:
+    """The same answer as MemoryStore.explain, computed once per log, version and point;
+    a new event, a switch of version or an erasure asks again, and nothing forgotten is
+    ever answered from what was kept."""
+    from creative_memory.app import history as history_module
+    from creative_memory.engine.errors import NotFound
+
+    store = MemoryStore(tmp_path / "mem", derivation_version=version)
+    svc = MemoryService(store)
+    for i in range(4):
+        store.ingest_signal("alice", signal("neon_palette", "negative", artifact=f"n{i}"))
+        store.ingest_signal("alice", signal("serif", "positive", "typography", artifact=f"s{i}"))
+    calls: list[tuple[str, str]] = []
+    from creative_memory.engine.explain import explain as real
+
+    def counted(events: Any, v: str, ptype: str, pattern: str, project: Any) -> Any:
+        calls.append((v, pattern))
+        return real(events, v, ptype, pattern, project)
+
+    def as_json(x: Any) -> Any:
+        return msgspec.to_builtins(x)
+
+    with mock.patch.object(history_module, "explain", counted):
+        first = svc.explain("alice", "color", "neon_palette")
+        assert as_json(first) == as_json(store.explain("alice", "color", "neon_palette"))
+        then = svc.explain("alice", "color", "neon_palette", at_seq=3)  # a point: its own
+        assert then.as_of is not None and then.as_of["at_seq"] == 3
+        again = svc.explain("alice", "color", "neon_palette")
+        assert again.as_of is None and as_json(again) == as_json(first)  # a copy each time
+        assert svc.explain("alice", "color", "neon_palette", at_seq=3).as_of == then.as_of
+        assert len(calls) == 2
+        store.ingest_signal("alice", signal("neon_palette", "positive", artifact="late"))
+        after = svc.explain("alice", "color", "neon_palette")
+        assert len(calls) == 3 and len(after.steps) > len(first.steps)
+        svc.set_derivation_version("alice", "1" if version != "1" else "5")
+        svc.explain("alice", "color", "neon_palette")
+        assert len(calls) == 4 and calls[-1][0] != version
+        svc.forget("alice", "color", "neon_palette")
+        assert not [k for k in svc.history._explained if k[0] == "alice"]  # dropped whole
+        with pytest.raises(NotFound):
+            svc.explain("alice", "color", "neon_palette")
+        assert not [k for k in svc.history._explained if "neon_palette" in k]
 
 
 def test_the_history_keeps_the_logs_of_the_last_users_only(tmp_path: Path) -> None:

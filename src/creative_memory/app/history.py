@@ -22,6 +22,7 @@ from creative_memory.engine.derivation.registry import check_version, derive
 from creative_memory.engine.erasure import Erasure
 from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.events import Event, validate_project_id, validate_user_id
+from creative_memory.engine.explain import Explanation, explain
 from creative_memory.engine.models import RetrievalResult
 from creative_memory.engine.preview import compare
 from creative_memory.engine.prompt import build_generation_block
@@ -37,6 +38,9 @@ PREFIX_CAPACITY: Final = 16
 #: Users whose decoded log is kept per process for as-of views (least recently used first
 #: out; a user's log is read again, incrementally from then on, when next asked for).
 LOG_CAPACITY: Final = 8
+#: ``explain`` answers kept per process (the page's "Why?" asked again of a memory that has
+#: not changed is a lookup, not a fit at every event of the pattern).
+EXPLAIN_CAPACITY: Final = 32
 
 
 @dataclass(frozen=True)
@@ -65,26 +69,29 @@ class _Log:
 class History:
     """Prefix states and other-version states of one store's users.
 
-    It keeps the decoded logs of the last :data:`LOG_CAPACITY` users and the last
-    :data:`PREFIX_CAPACITY` prefix states, and is one of the store's erasure listeners: a
-    forget or reset drops every log and prefix state it holds for that user, so nothing
-    erased stays in memory here (docs/time-travel.md, "Cost")."""
+    It keeps the decoded logs of the last :data:`LOG_CAPACITY` users, the last
+    :data:`PREFIX_CAPACITY` prefix states and the last :data:`EXPLAIN_CAPACITY` ``explain``
+    answers, and is one of the store's erasure listeners: a forget or reset drops every log,
+    prefix state and answer it holds for that user, so nothing erased stays in memory here
+    (docs/time-travel.md, "Cost")."""
 
     def __init__(self, store: MemoryStore) -> None:
         self._store = store
         self._logs: OrderedDict[str, _Log] = OrderedDict()
         self._prefixes: OrderedDict[tuple[str, str, str, int], DerivedState] = OrderedDict()
+        self._explained: OrderedDict[tuple[Any, ...], Explanation] = OrderedDict()
         self._lock = threading.RLock()
         store.add_erasure_listener(self)
 
     def purge(self, erasure: Erasure) -> int:
-        """Drop the user's decoded log and prefix states (the store calls it on every
-        forget and reset); how many of them were dropped."""
+        """Drop the user's decoded log, prefix states and explain answers (the store calls
+        it on every forget and reset); how many of them were dropped."""
         with self._lock:
             dropped = int(self._logs.pop(erasure.user_id, None) is not None)
-            for key in [k for k in self._prefixes if k[0] == erasure.user_id]:
-                del self._prefixes[key]
-                dropped += 1
+            for kept in (self._prefixes, self._explained):
+                for key in [k for k in kept if k[0] == erasure.user_id]:
+                    del kept[key]
+                    dropped += 1
             return dropped
 
     def current(self, user_id: str, version: str) -> DerivedState:
@@ -171,12 +178,49 @@ class History:
                     self._prefixes.popitem(last=False)
         return state
 
+    def explained(
+        self,
+        user_id: str,
+        point: Point | None,
+        feature: tuple[str, str, str | None],
+    ) -> Explanation:
+        """``explain`` of ``feature`` (type, pattern, project) right after ``point`` (``None``:
+        now, under the version in force), kept like a prefix state: asked again of the
+        same log, version and prefix, it is a lookup. Each answer is a copy of what is kept
+        (a caller sets its ``as_of``)."""
+        if point is None:
+            log = self._log(user_id)
+            generation, events = log.generation, log.events[:]
+            version, n = self._store._version_of(user_id), len(events)
+        else:
+            generation, events = point.generation, list(point.log[: point.events])
+            version, n = point.version, point.events
+        key = (user_id, generation, version, n, *feature)
+        with self._lock:
+            kept = self._explained.get(key)
+            if kept is not None:
+                self._explained.move_to_end(key)
+                return msgspec.structs.replace(kept)
+        result = explain(events, version, *feature)
+        current = self._store._storage.generation(user_id)
+        with self._lock:
+            # (an empty answer, nothing to explain, is not kept: it is cheap and holds
+            # nothing but the name asked about)
+            if (result.steps or result.records) and (
+                current == generation and self._current(user_id, current)
+            ):
+                self._explained[key] = result
+                while len(self._explained) > EXPLAIN_CAPACITY:
+                    self._explained.popitem(last=False)
+        return msgspec.structs.replace(result)
+
     def _current(self, user_id: str, generation: str) -> bool:
         """Whether ``generation`` is the user's log as this history last read it; drops
         everything kept of the user's other generations (a rewrite here or in another
         process: what they hold may be erased). Call under ``_lock``."""
-        for key in [k for k in self._prefixes if k[0] == user_id and k[1] != generation]:
-            del self._prefixes[key]
+        for kept in (self._prefixes, self._explained):
+            for key in [k for k in kept if k[0] == user_id and k[1] != generation]:
+                del kept[key]
         log = self._logs.get(user_id)
         if log is not None and log.generation != generation:
             del self._logs[user_id]
@@ -199,8 +243,9 @@ class History:
             snap = storage.read_events(user_id)
             events = list(snap.events)
             log = _Log(snap.generation, snap.end, events, [e.seq for e in events])
-            for key in [k for k in self._prefixes if k[0] == user_id and k[1] != log.generation]:
-                del self._prefixes[key]  # derived from a log since rewritten
+            for kept in (self._prefixes, self._explained):  # from a log since rewritten
+                for key in [k for k in kept if k[0] == user_id and k[1] != log.generation]:
+                    del kept[key]
             if storage.generation(user_id) != log.generation:
                 return log  # rewritten since it was read (an erasure): used once, not kept
             self._logs[user_id] = log

@@ -55,7 +55,7 @@ from creative_memory.capture.layer import CaptureLayer, CaptureReport
 from creative_memory.engine.derivation.registry import check_version, known_versions
 from creative_memory.engine.errors import Conflict, NotFound, StorageError, ValidationError
 from creative_memory.engine.events import validate_project_id, validate_user_id
-from creative_memory.engine.explain import Explanation, explain
+from creative_memory.engine.explain import Explanation
 from creative_memory.engine.ids import bucket_of_scope
 from creative_memory.engine.models import DecayResult, RetrievalResult
 from creative_memory.engine.portability.archive import decode_archive, encode_archive
@@ -245,12 +245,9 @@ class MemoryService:
         """The derivation trace of one pattern (up to event ``at_seq`` / time ``as_of``);
         :class:`NotFound` when nothing is known."""
         point = self.history.point(user_id, at_seq, as_of)
-        if point is None:
-            result = self.store.explain(user_id, preference_type, pattern, project_id=project_id)
-        else:
-            validate_feature(user_id, preference_type, pattern, project_id)
-            events = self.history.events_until(user_id, point)
-            result = explain(events, point.version, preference_type, pattern, project_id)
+        validate_feature(user_id, preference_type, pattern, project_id)
+        result = self.history.explained(user_id, point, (preference_type, pattern, project_id))
+        if point is not None:
             result.as_of = msgspec.to_builtins(history_as_of(point))
         if not result.steps and not result.records:
             feature = (preference_type, pattern, project_id)
