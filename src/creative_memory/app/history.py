@@ -88,11 +88,7 @@ class History:
         it on every forget and reset); how many of them were dropped."""
         with self._lock:
             dropped = int(self._logs.pop(erasure.user_id, None) is not None)
-            for kept in (self._prefixes, self._explained):
-                for key in [k for k in kept if k[0] == erasure.user_id]:
-                    del kept[key]
-                    dropped += 1
-            return dropped
+            return dropped + self._drop(erasure.user_id)
 
     def current(self, user_id: str, version: str) -> DerivedState:
         """The user's state now under ``version`` (kept current like the store's own, never
@@ -218,14 +214,22 @@ class History:
         """Whether ``generation`` is the user's log as this history last read it; drops
         everything kept of the user's other generations (a rewrite here or in another
         process: what they hold may be erased). Call under ``_lock``."""
-        for kept in (self._prefixes, self._explained):
-            for key in [k for k in kept if k[0] == user_id and k[1] != generation]:
-                del kept[key]
+        self._drop(user_id, but=generation)
         log = self._logs.get(user_id)
         if log is not None and log.generation != generation:
             del self._logs[user_id]
             return False
         return log is not None
+
+    def _drop(self, user_id: str, *, but: str | None = None) -> int:
+        """Drop the prefix states and explain answers kept of the user (of every log
+        generation but ``but``); how many. Call under ``_lock``."""
+        dropped = 0
+        for kept in (self._prefixes, self._explained):
+            for key in [k for k in kept if k[0] == user_id and k[1] != but]:
+                del kept[key]
+                dropped += 1
+        return dropped
 
     def _log(self, user_id: str) -> _Log:
         """Today's log of the user, read incrementally (a rewrite reads it again)."""
@@ -243,9 +247,7 @@ class History:
             snap = storage.read_events(user_id)
             events = list(snap.events)
             log = _Log(snap.generation, snap.end, events, [e.seq for e in events])
-            for kept in (self._prefixes, self._explained):  # from a log since rewritten
-                for key in [k for k in kept if k[0] == user_id and k[1] != log.generation]:
-                    del kept[key]
+            self._drop(user_id, but=log.generation)  # derived from a log since rewritten
             if storage.generation(user_id) != log.generation:
                 return log  # rewritten since it was read (an erasure): used once, not kept
             self._logs[user_id] = log
