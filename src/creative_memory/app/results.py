@@ -12,6 +12,7 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from creative_memory.engine.ids import project_id_schema
+from creative_memory.engine.logcheck import LogProblem
 from creative_memory.engine.preview import PromptChange
 from creative_memory.engine.settings import UserSettings, VersionChange
 from creative_memory.engine.timeutil import TS_PATTERN
@@ -112,6 +113,31 @@ class ResetResult(msgspec.Struct, kw_only=True):
     events_removed: int
     events_remaining: int
     settings: SettingsView
+
+
+class CheckResult(msgspec.Struct, kw_only=True):
+    """What a check found wrong with a user's stored memory: ``healthy`` when nothing;
+    ``events``: the events of the log that decode (docs/storage.md, "Check and repair")."""
+
+    user_id: str
+    healthy: bool
+    events: int
+    problems: list[LogProblem]
+
+
+class RepairResult(msgspec.Struct, kw_only=True):
+    """What a repair found and did: ``repaired`` when the log was rewritten; the events it
+    kept, dropped (lines that were not events) and numbered anew; the file the dropped
+    lines were saved to, if any. ``problems`` lists what was found, the settings' included
+    (a repair leaves them)."""
+
+    user_id: str
+    repaired: bool
+    events_kept: int
+    events_dropped: int
+    events_renumbered: int
+    dropped_saved_to: str | None
+    problems: list[LogProblem]
 
 
 class ExportResult(msgspec.Struct, kw_only=True):

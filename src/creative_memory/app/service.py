@@ -32,7 +32,10 @@ from creative_memory.app.history import as_of as history_as_of
 from creative_memory.app.lookup import hints, nothing
 from creative_memory.app.migration import MigrateResult, migrate_prototype
 from creative_memory.app.paths import read_file
+from creative_memory.app.repair import check as check_log
+from creative_memory.app.repair import repair as repair_log
 from creative_memory.app.results import (
+    CheckResult,
     DerivationInfo,
     ExportResult,
     ForgetResult,
@@ -43,6 +46,7 @@ from creative_memory.app.results import (
     PreviewResult,
     ProjectToggle,
     PromptResult,
+    RepairResult,
     ResetResult,
     SettingsChange,
     SettingsUpdate,
@@ -57,6 +61,7 @@ from creative_memory.engine.errors import Conflict, NotFound, StorageError, Vali
 from creative_memory.engine.events import validate_project_id, validate_user_id
 from creative_memory.engine.explain import Explanation
 from creative_memory.engine.ids import bucket_of_scope
+from creative_memory.engine.logcheck import REPAIR_HINT
 from creative_memory.engine.models import DecayResult, RetrievalResult
 from creative_memory.engine.portability.archive import decode_archive, encode_archive
 from creative_memory.engine.prompt import (
@@ -74,6 +79,7 @@ from creative_memory.engine.timeutil import format_ts, try_parse_ts
 from creative_memory.storage.files.fsutil import atomic_write
 
 __all__ = [
+    "CheckResult",
     "Conflict",
     "DerivationInfo",
     "ExportResult",
@@ -87,6 +93,7 @@ __all__ = [
     "PreviewResult",
     "ProjectToggle",
     "PromptResult",
+    "RepairResult",
     "ResetResult",
     "SettingsChange",
     "SettingsUpdate",
@@ -313,6 +320,40 @@ class MemoryService:
             settings=self.settings(user_id),
         )
 
+    # check and repair ---------------------------------------------------------------------
+    def check(self, user_id: str) -> CheckResult:
+        """What is wrong with the user's stored log and settings; nothing is written."""
+        examined, problems = check_log(self.store, user_id)
+        events = 0 if examined is None else len(examined.events)
+        return CheckResult(user_id=user_id, healthy=not problems, events=events, problems=problems)
+
+    def repair(
+        self,
+        user_id: str,
+        *,
+        confirm: bool,
+        save_dropped: str | os.PathLike[str] | None = None,
+    ) -> RepairResult:
+        """Rewrite a damaged log without what does not decode (docs/storage.md, "Check and
+        repair"); needs ``confirm=True``. ``save_dropped``: a file for the dropped lines."""
+        if confirm is not True:
+            raise ValidationError(
+                "confirm",
+                "a repair drops the lines that are not events and keeps edited events as they "
+                "read now: confirm it (confirm=true, --confirm)",
+            )
+        examined, written, saved, settings = repair_log(self.store, user_id, save_dropped)
+        found = [] if examined is None else examined.problems
+        return RepairResult(
+            user_id=user_id,
+            repaired=written,
+            events_kept=0 if examined is None else len(examined.events),
+            events_dropped=0 if examined is None or not written else examined.dropped,
+            events_renumbered=0 if examined is None or not written else examined.renumbered,
+            dropped_saved_to=None if saved is None else str(saved),
+            problems=[*found, *settings],
+        )
+
     # portability --------------------------------------------------------------------------
     def export_archive(self, user_id: str) -> tuple[bytes, ExportResult]:
         """The user's archive (raw events and settings, checksummed) and what it holds."""
@@ -321,7 +362,9 @@ class MemoryService:
         try:  # decoding verifies the log's hash chain: what was read is what was written
             checksum = decode_archive(data).checksum
         except ValidationError as exc:  # the stored log, not the caller's input
-            raise StorageError(f"the event log was altered outside creative-memory: {exc}") from exc
+            raise StorageError(
+                f"the event log was altered outside creative-memory: {exc}; {REPAIR_HINT}"
+            ) from exc
         stamp = datetime.fromtimestamp(self.store.now_ms() / 1000, UTC).strftime("%Y%m%d")
         return data, ExportResult(
             user_id=user_id,

@@ -16,6 +16,7 @@ import msgspec
 
 from creative_memory.engine.erasure_notes import ErasureNote
 from creative_memory.engine.events import Event
+from creative_memory.engine.logcheck import Examined, RawLog
 from creative_memory.engine.settings import UserSettings
 
 
@@ -79,6 +80,8 @@ class ImportPlan:
 
 #: Decides an import from the user's events and stored settings (``None``: none stored).
 ImportDecision = Callable[[list[Event], UserSettings | None], ImportPlan]
+#: What a repair writes instead of a log read undecoded (``None``: nothing).
+RepairDecision = Callable[[RawLog], Examined | None]
 
 
 class SettingsChanged(Exception):
@@ -200,6 +203,18 @@ class EventLogStorage(Protocol):
         A replace is :meth:`replace_all`'s (a new generation, its note saying nothing was
         erased); an append keeps the generation and the notes. Returns the plan written.
         Nothing is written when ``decide`` raises."""
+        ...
+
+    def read_raw(self, user_id: str) -> RawLog | None:
+        """The user's log with its events undecoded, for a check (docs/storage.md, "Check
+        and repair"); ``None`` when there is no log."""
+        ...
+
+    def repair(self, user_id: str, decide: RepairDecision) -> None:
+        """Under the user's lock: read the log undecoded, ``decide`` what replaces it and
+        write that as a rewrite does — its events chained anew, its floor, a note saying
+        nothing was erased, a new generation, every derived artefact deleted. Nothing is
+        written when there is no log, or when ``decide`` returns ``None`` or raises."""
         ...
 
     def generation(self, user_id: str) -> str:

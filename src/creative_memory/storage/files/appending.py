@@ -16,6 +16,7 @@ import msgspec
 from creative_memory.engine.erasure_notes import ErasureNote
 from creative_memory.engine.errors import StorageError
 from creative_memory.engine.events import CHAIN_GENESIS, decode_event
+from creative_memory.engine.logcheck import REPAIR_HINT
 from creative_memory.storage.files.fsutil import fsync_dir
 
 LOG_FORMAT_VERSION = 1
@@ -47,7 +48,7 @@ def decode_header(line: bytes, path: Path) -> LogHeader:
     try:
         return _header_decoder.decode(line)
     except msgspec.DecodeError as exc:
-        raise StorageError(f"{path}: bad log header ({exc})") from exc
+        raise StorageError(f"{path}: bad log header ({exc}); {REPAIR_HINT}") from exc
 
 
 def prepare_tail(fd: int, path: Path) -> tuple[int, str, str]:

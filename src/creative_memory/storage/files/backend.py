@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import secrets
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -37,6 +36,7 @@ from creative_memory.engine.events import (
     rechain,
     sequenced,
 )
+from creative_memory.engine.logcheck import RawLog
 from creative_memory.engine.settings import UserSettings
 from creative_memory.storage.base import (
     Appended,
@@ -44,6 +44,7 @@ from creative_memory.storage.base import (
     ImportPlan,
     LogRewritten,
     LogSnapshot,
+    RepairDecision,
     SettingsSeen,
 )
 from creative_memory.storage.files.appending import (
@@ -56,7 +57,11 @@ from creative_memory.storage.files.appending import (
     encoder,
     prepare_tail,
 )
-from creative_memory.storage.files.cache import DEFAULT_CACHE_CAPACITY, FileDerivationCache
+from creative_memory.storage.files.cache import (
+    DEFAULT_CACHE_CAPACITY,
+    FileDerivationCache,
+    purge_derived,
+)
 from creative_memory.storage.files.deferred import Deferring
 from creative_memory.storage.files.fsutil import atomic_write as atomic_write
 from creative_memory.storage.files.fsutil import fsync_dir as fsync_dir
@@ -65,6 +70,8 @@ from creative_memory.storage.files.locks import UserLocks
 from creative_memory.storage.files.reading import (
     decode_chunk,
     open_with_header,
+    raw_log,
+    read_back_to_cached,
     read_whole_log,
     unreadable_log,
 )
@@ -74,11 +81,6 @@ from creative_memory.storage.groupcommit import GroupCommit
 LOG_NAME = "events.jsonl"
 SETTINGS_NAME = "settings.json"
 SNAPSHOT_NAME = "snapshot.json"
-
-
-# The chain hash of an event line. Events are encoded with ``h`` before any free-text field,
-# and quotes inside JSON strings are escaped, so the first match is the event's own ``h``.
-_H_RE = re.compile(rb'"h":"([0-9a-f]{32})"')
 
 
 class FileStorage:
@@ -145,19 +147,9 @@ class FileStorage:
             return True
 
     def _purge_derived(self, user_id: str) -> None:
-        """Delete the cache, the snapshot and any temp file a crashed writer left behind
-        (caller holds the lock, so no write is in progress), durably: the directories are
-        fsynced, so a crash cannot bring a deleted entry back."""
-        self._cache(user_id).clear()
-        d = self.user_dir(user_id)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(d / SNAPSHOT_NAME)
-        for stray in [*d.glob(".*.tmp"), *(d / "cache").glob(".*.tmp")]:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(stray)
-        for where in (d / "cache", d):
-            with contextlib.suppress(FileNotFoundError):
-                fsync_dir(where)
+        """Delete every derived file of the user (:func:`purge_derived`; caller holds the
+        lock, so no write is in progress)."""
+        purge_derived(self._cache(user_id), self.user_dir(user_id), SNAPSHOT_NAME)
 
     # -- paths and locking ---------------------------------------------------------------
     def user_dir(self, user_id: str) -> Path:
@@ -295,37 +287,7 @@ class FileStorage:
             header_end = len(first)
             fd = f.fileno()
             size = max(header_end, self._durable_size(user_id, fd))
-            chunk = 1 << 16
-            buf_start = max(header_end, size - chunk)
-            buf = os.pread(fd, size - buf_start, buf_start)
-            end = buf_start + buf.rfind(b"\n") + 1 if b"\n" in buf else header_end
-            while end == header_end and buf_start > header_end:  # a huge torn tail
-                new_start = max(header_end, buf_start - chunk)
-                buf = os.pread(fd, buf_start - new_start, new_start) + buf
-                buf_start = new_start
-                nl = buf.rfind(b"\n")
-                end = buf_start + nl + 1 if nl >= 0 else header_end
-            base: str | None = None
-            cut = header_end
-            line_end = end - 1  # absolute offset of the newline ending the current line
-            while line_end >= header_end:
-                while True:
-                    prev = buf.rfind(b"\n", 0, line_end - buf_start)
-                    if prev >= 0 or buf_start <= header_end:
-                        break
-                    chunk *= 2
-                    new_start = max(header_end, buf_start - chunk)
-                    buf = os.pread(fd, buf_start - new_start, new_start) + buf
-                    buf_start = new_start
-                line_start = buf_start + prev + 1 if prev >= 0 else header_end
-                m = _H_RE.search(buf, line_start - buf_start, line_end - buf_start)
-                if m is not None and is_cached(m.group(1).decode()):
-                    base, cut = m.group(1).decode(), line_end + 1
-                    break
-                line_end = line_start - 1
-            if cut < buf_start:  # pragma: no cover - the walk always reads back to `cut`
-                raise StorageError(f"{path}: internal error reading the log")
-            body = buf[cut - buf_start : end - 1 - buf_start] if end - 1 > cut else b""
+            base, cut, end, body = read_back_to_cached(fd, path, header_end, size, is_cached)
             events = decode_chunk(body, path, fd, cut) if body else []
         return LogSnapshot(
             events=events,
@@ -381,8 +343,7 @@ class FileStorage:
         the file is durable (``ok``), or unknown on disk: read the tail again next time."""
         self._inflight.pop(user_id, None)
         if not ok:
-            self._tails.pop(user_id, None)
-            self._seen.pop(user_id, None)
+            self._forget_position(user_id)
 
     def _commit(
         self,
@@ -471,9 +432,13 @@ class FileStorage:
         """Under the lock, for a whole-file write: the log's header (``None``: no log yet),
         its events, and its bytes up to the end of the last complete line (a torn tail
         left out). The tail state and the read position are forgotten (re-read next time)."""
+        self._forget_position(user_id)
+        return read_whole_log(self._log_path(user_id))
+
+    def _forget_position(self, user_id: str) -> None:
+        """Forget the tail state and read position kept for the user's log."""
         self._tails.pop(user_id, None)
         self._seen.pop(user_id, None)
-        return read_whole_log(self._log_path(user_id))
 
     def _write_log(
         self, user_id: str, events: Sequence[Event], floor: int, notes: list[ErasureNote]
@@ -567,6 +532,20 @@ class FileStorage:
             if plan.settings is not None:
                 atomic_write(self._settings_path(user_id), encoder.encode(plan.settings) + b"\n")
             return plan
+
+    def read_raw(self, user_id: str) -> RawLog | None:
+        """The log with its lines undecoded (:func:`raw_log`)."""
+        return raw_log(self._log_path(user_id))
+
+    def repair(self, user_id: str, decide: RepairDecision) -> None:
+        """Under the lock: the log read undecoded, replaced by what ``decide`` keeps."""
+        with self.locked(user_id):
+            self._forget_position(user_id)
+            raw = raw_log(self._log_path(user_id))
+            plan = None if raw is None else decide(raw)
+            if raw is not None and plan is not None:
+                notes = remember(raw.notes or [], ErasureNote(), raw.generation)
+                self._write_log(user_id, plan.events, plan.floor, notes)
 
     def rewrite_history(self, user_id: str) -> tuple[str, list[ErasureNote]]:
         """The log's generation and the erasure notes its header keeps."""

@@ -14,7 +14,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from creative_memory.storage.files.fsutil import atomic_write, make_private_dir
+from creative_memory.storage.files.fsutil import atomic_write, fsync_dir, make_private_dir
 
 DEFAULT_CACHE_CAPACITY = 1000
 _SUFFIX = ".state.json"
@@ -97,3 +97,19 @@ class FileDerivationCache:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.dir / n)
         self._known = set()
+
+
+def purge_derived(cache: FileDerivationCache, user_dir: Path, snapshot: str) -> None:
+    """Delete a user's derived files — the cache entries, the snapshot (``snapshot``: its
+    name in ``user_dir``) and any temp file a crashed writer left behind — durably: the
+    directories are fsynced, so a crash cannot bring a deleted entry back. The caller
+    holds the user's lock, so no write is in progress."""
+    cache.clear()
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(user_dir / snapshot)
+    for stray in [*user_dir.glob(".*.tmp"), *(user_dir / "cache").glob(".*.tmp")]:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(stray)
+    for where in (user_dir / "cache", user_dir):
+        with contextlib.suppress(FileNotFoundError):
+            fsync_dir(where)

@@ -1,10 +1,12 @@
 """Reading a file log (docs/storage.md, "The event log"): its header, the whole log for a
-writer that replaces it, and its events line by line when a corrupt line must be named."""
+writer that replaces it, its events line by line when a corrupt line must be named, and its
+lines undecoded for a check or a repair."""
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -13,6 +15,7 @@ import msgspec
 from creative_memory.engine.erasure_notes import ErasureNote, remember
 from creative_memory.engine.errors import StorageError
 from creative_memory.engine.events import Event, decode_event, decode_event_lines
+from creative_memory.engine.logcheck import REPAIR_HINT, RawLine, RawLog
 from creative_memory.storage.files.appending import LogHeader, decode_header
 
 
@@ -27,8 +30,7 @@ def decode_lines(data: bytes, path: Path, first_lineno: int) -> list[Event]:
             events.append(decode_event(line))
         except msgspec.DecodeError as exc:
             raise StorageError(
-                f"{path}: line {first_lineno + i} is not a valid event ({exc}); "
-                "the log is corrupt — restore it from a backup or an export"
+                f"{path}: line {first_lineno + i} is not a valid event ({exc}); {REPAIR_HINT}"
             ) from exc
     return events
 
@@ -98,3 +100,83 @@ def unreadable_log(path: Path, note: ErasureNote | None) -> tuple[int, list[Eras
     lines = sum(1 for line in rest.split(b"\n") if line.strip())
     kept, after = ([], "") if header is None else (header.notes(), header.generation)
     return floor, remember(kept, note or ErasureNote(), after), lines
+
+
+def _highest_seq(data: bytes) -> int | None:
+    """The highest ``"seq"`` ``data`` still shows without being decoded (``None``: none)."""
+    return max(map(int, _SEQ.findall(data)), default=None)
+
+
+def raw_log(path: Path) -> RawLog | None:
+    """The log at ``path`` with its events undecoded (docs/storage.md, "Check and repair"):
+    ``None`` when there is no log or not even a complete header; a torn final line is left
+    out, as every reader leaves it. A header that does not decode is a problem of the
+    answer, its floor then the highest ``"seq"`` it still shows."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    head_end = data.find(b"\n")
+    if head_end < 0:
+        return None
+    head = data[:head_end]
+    try:
+        header = decode_header(head, path)
+    except StorageError as exc:
+        raw = RawLog(generation="", floor=_highest_seq(head) or 0, notes=None)
+        raw.header_problem = str(exc)
+    else:
+        raw = RawLog(generation=header.generation, floor=header.seq_floor, notes=header.notes())
+    last_nl = data.rfind(b"\n")
+    if last_nl > head_end:  # complete lines after the header
+        body = data[head_end + 1 : last_nl]
+        raw.lines = [
+            RawLine(where=f"line {i}", seq=_highest_seq(line), data=line)
+            for i, line in enumerate(body.split(b"\n"), 2)
+        ]
+    return raw
+
+
+# The chain hash of an event line. Events are encoded with ``h`` before any free-text field,
+# and quotes inside JSON strings are escaped, so the first match is the event's own ``h``.
+_H_RE = re.compile(rb'"h":"([0-9a-f]{32})"')
+
+
+def read_back_to_cached(
+    fd: int, path: Path, header_end: int, size: int, is_cached: Callable[[str], bool]
+) -> tuple[str | None, int, int, bytes]:
+    """The log open as ``fd`` read backwards from ``size`` (its header ``header_end``
+    bytes long) until a line whose chain hash is cached: that hash (``None``: none is), the
+    offset after its line, the end of the last complete line, and the bytes between."""
+    chunk = 1 << 16
+    buf_start = max(header_end, size - chunk)
+    buf = os.pread(fd, size - buf_start, buf_start)
+    end = buf_start + buf.rfind(b"\n") + 1 if b"\n" in buf else header_end
+    while end == header_end and buf_start > header_end:  # a huge torn tail
+        new_start = max(header_end, buf_start - chunk)
+        buf = os.pread(fd, buf_start - new_start, new_start) + buf
+        buf_start = new_start
+        nl = buf.rfind(b"\n")
+        end = buf_start + nl + 1 if nl >= 0 else header_end
+    base: str | None = None
+    cut = header_end
+    line_end = end - 1  # absolute offset of the newline ending the current line
+    while line_end >= header_end:
+        while True:
+            prev = buf.rfind(b"\n", 0, line_end - buf_start)
+            if prev >= 0 or buf_start <= header_end:
+                break
+            chunk *= 2
+            new_start = max(header_end, buf_start - chunk)
+            buf = os.pread(fd, buf_start - new_start, new_start) + buf
+            buf_start = new_start
+        line_start = buf_start + prev + 1 if prev >= 0 else header_end
+        m = _H_RE.search(buf, line_start - buf_start, line_end - buf_start)
+        if m is not None and is_cached(m.group(1).decode()):
+            base, cut = m.group(1).decode(), line_end + 1
+            break
+        line_end = line_start - 1
+    if cut < buf_start:  # pragma: no cover - the walk always reads back to `cut`
+        raise StorageError(f"{path}: internal error reading the log")
+    body = buf[cut - buf_start : end - 1 - buf_start] if end - 1 > cut else b""
+    return base, cut, end, body

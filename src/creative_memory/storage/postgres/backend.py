@@ -19,12 +19,14 @@ from creative_memory.engine.events import (
     rechain,
     sequenced,
 )
+from creative_memory.engine.logcheck import REPAIR_HINT, RawLine, RawLog
 from creative_memory.engine.settings import UserSettings
 from creative_memory.storage.base import (
     Appended,
     ImportDecision,
     ImportPlan,
     LogSnapshot,
+    RepairDecision,
     SettingsSeen,
 )
 from creative_memory.storage.files.cache import DEFAULT_CACHE_CAPACITY
@@ -77,7 +79,7 @@ class PostgresStorage:
         except msgspec.DecodeError as exc:
             raise StorageError(
                 f"{self._db.described}: user {user_id} event seq {seq} is not a valid event "
-                f"({exc}); the log is corrupt — restore it from a backup or an export"
+                f"({exc}); {REPAIR_HINT}"
             ) from exc
 
     @staticmethod
@@ -158,6 +160,45 @@ class PostgresStorage:
         if row is None or row[0] is None:
             return "", []
         return str(row[0]), self._notes(user_id, row[1])
+
+    def read_raw(self, user_id: str) -> RawLog | None:
+        """The log with its rows undecoded (one transaction: a consistent read)."""
+        with self._db.conn() as conn, conn.transaction():
+            return self._raw(conn, user_id)
+
+    def _raw(self, conn: psycopg.Connection[tuple[Any, ...]], user_id: str) -> RawLog | None:
+        """:meth:`read_raw` in ``conn``'s transaction: a row is named by its ``seq``."""
+        row = conn.execute(
+            "SELECT generation, seq_floor, erasures::text FROM cm_users WHERE user_id = %s",
+            (user_id,),
+        ).fetchone()
+        if row is None or row[0] is None:
+            return None
+        try:
+            notes: list[ErasureNote] | None = self._notes(user_id, row[2])
+        except StorageError:
+            notes = None
+        rows = conn.execute(
+            "SELECT seq, line FROM cm_events WHERE user_id = %s ORDER BY seq",
+            (user_id,),
+            binary=True,
+        ).fetchall()
+        lines = [RawLine(where=f"seq {seq}", seq=int(seq), data=bytes(line)) for seq, line in rows]
+        return RawLog(generation=str(row[0]), floor=int(row[1]), notes=notes, lines=lines)
+
+    def repair(self, user_id: str, decide: RepairDecision) -> None:
+        """In one transaction holding the user's lock: the log read undecoded, replaced by
+        what ``decide`` keeps (every row deleted, the kept events inserted chained anew)."""
+        with self._db.tx(user_id) as conn:
+            raw = self._raw(conn, user_id)
+            plan = None if raw is None else decide(raw)
+            if raw is None or plan is None:
+                return
+            conn.execute("DELETE FROM cm_events WHERE user_id = %s", (user_id,))
+            insert_events(conn, user_id, rechain(plan.events))
+            notes = remember(raw.notes or [], ErasureNote(), raw.generation)
+            self._renew(conn, user_id, plan.floor, notes)
+        self._writer.forget(user_id)
 
     def _notes(self, user_id: str, text: str | None) -> list[ErasureNote]:
         try:

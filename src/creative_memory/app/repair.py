@@ -1,0 +1,101 @@
+"""Check and repair a user's log through a ``MemoryStore`` (docs/storage.md, "Check and
+repair").
+
+A check reads the log without decoding it into state (``storage.read_raw``), says what is
+wrong with it (:func:`~creative_memory.engine.logcheck.examine`) and whether the settings
+load; it writes nothing. A repair does the same under the user's locks and, when anything
+is wrong with the log, replaces it with what the check says a repair keeps: the lines that
+are not events dropped (first written, on request, to a file the caller names, so nothing
+is lost that the person wants back), edited events kept as they read now and chained
+again, events out of order numbered on. Like an erasure, it starts a new generation,
+deletes every derived artefact and derives again; unlike one, it erases nothing that was
+an event, and its note says so. A healthy log is left as it is.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from creative_memory.engine.errors import CreativeMemoryError, ValidationError
+from creative_memory.engine.events import validate_user_id
+from creative_memory.engine.logcheck import Examined, LogProblem, RawLog, examine
+from creative_memory.storage.files.fsutil import atomic_write
+
+if TYPE_CHECKING:
+    from creative_memory.app.store import MemoryStore
+
+
+def check(store: MemoryStore, user_id: str) -> tuple[Examined | None, list[LogProblem]]:
+    """What is wrong with the user's log (``None``: there is none) and, as a problem of its
+    own, with their settings when they do not load — nothing written."""
+    validate_user_id(user_id)
+    raw = store._storage.read_raw(user_id)
+    examined = None if raw is None else examine(raw)
+    problems = [] if examined is None else list(examined.problems)
+    return examined, problems + _settings_problems(store, user_id)
+
+
+def repair(
+    store: MemoryStore, user_id: str, save_dropped: str | os.PathLike[str] | None = None
+) -> tuple[Examined | None, bool, Path | None, list[LogProblem]]:
+    """Repair the user's log: what was found (``None``: no log), whether it was rewritten,
+    the file the dropped lines were saved to, and the settings' problems (which a repair
+    does not touch). ``save_dropped``: a file the lines a repair drops are written to
+    first (only when it drops any); if that write fails, nothing is repaired."""
+    validate_user_id(user_id)
+    target = None if save_dropped is None else _target(save_dropped)
+    found: list[Examined] = []
+    saved: list[Path] = []
+
+    def decide(raw: RawLog) -> Examined | None:
+        examined = examine(raw)
+        found.append(examined)
+        if not examined.problems:
+            return None
+        dropped = _dropped(raw, examined)
+        if target is not None and dropped:
+            atomic_write(target, b"".join(line + b"\n" for line in dropped))
+            saved.append(target.resolve())
+        return examined
+
+    with store._locked(user_id):
+        store._storage.repair(user_id, decide)
+        examined = found[0] if found else None
+        written = examined is not None and bool(examined.problems)
+        settings = _settings_problems(store, user_id)
+        if written:
+            store._forget_states(user_id)
+            if not settings:  # derive again now, as an erasure does
+                store._refresh(user_id, write_back=True)
+    return examined, written, saved[0] if saved else None, settings
+
+
+def _dropped(raw: RawLog, examined: Examined) -> list[bytes]:
+    """The stored lines a repair drops: those ``examined`` found unreadable, in order."""
+    unreadable = {p.where for p in examined.problems if p.kind == "unreadable"}
+    return [line.data for line in raw.lines if line.where in unreadable]
+
+
+def _target(path: str | os.PathLike[str]) -> Path:
+    """The file the dropped lines go to: not a directory, in a directory that exists."""
+    if not str(path):
+        raise ValidationError("save_dropped", "an empty path")
+    target = Path(path)
+    if target.is_dir():
+        raise ValidationError("save_dropped", f"{target} is a directory")
+    if not target.parent.is_dir():
+        raise ValidationError("save_dropped", f"directory {target.parent} does not exist")
+    return target
+
+
+def _settings_problems(store: MemoryStore, user_id: str) -> list[LogProblem]:
+    """The user's settings as a problem when they do not load, or name a derivation
+    version this release does not know (a repair leaves them; a full reset writes the
+    defaults)."""
+    try:
+        store._states_of(user_id)
+    except (CreativeMemoryError, ValidationError) as exc:
+        return [LogProblem(where="settings", kind="settings", detail=str(exc))]
+    return []
