@@ -25,6 +25,7 @@ from creative_memory.cli.commands import (
     inspect,
     portability,
     prompt,
+    repair,
     switches,
 )
 from creative_memory.cli.context import State, global_options
@@ -76,7 +77,7 @@ def main(ctx: click.Context) -> None:
 def _register() -> None:
     from creative_memory.cli.daemon import serve, token, ui
 
-    modules = (switches, inspect, erasure, portability, ingest, prompt, derivation, demo)
+    modules = (switches, inspect, erasure, repair, portability, ingest, prompt, derivation, demo)
     for module in modules:
         for cmd in module.COMMANDS:
             main.add_command(cmd)

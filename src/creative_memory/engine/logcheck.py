@@ -17,7 +17,8 @@ one; the erasure notes it held are lost) — and ``settings``, found by the call
 repair leaves as they are.
 
 Nothing a repair writes reuses a ``seq``: the new floor is the highest number the header,
-any line (readable or not) or any event shows.
+any line (readable or not) or any event shows — a line that does not decode counting as
+at least one above the line before it, since every stored line was numbered above it.
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ def examine(raw: RawLog) -> Examined:
         problems.append(LogProblem(where="header", kind="header", detail=raw.header_problem))
     decoded: list[tuple[RawLine, Event]] = []
     prev_h: str | None = CHAIN_GENESIS  # None: the line before did not decode
+    top = raw.floor  # the highest seq handed out, as far as the log shows
+    last = 0  # at least the seq the line before was stored with
     for line in raw.lines:
         try:
             event = decode_event(line.data)
@@ -98,7 +101,12 @@ def examine(raw: RawLog) -> Examined:
             detail = "an empty line" if not line.data.strip() else str(exc)[:DETAIL_CHARS]
             problems.append(LogProblem(where=line.where, kind="unreadable", detail=detail))
             prev_h = None
+            # it was numbered above the line before it, whatever is left of it shows
+            last = max(last + 1, line.seq or 0)
+            top = max(top, last)
             continue
+        last = max(last + 1, event.seq, line.seq or 0)  # (the same for an edited seq)
+        top = max(top, last)
         if prev_h is not None and event.h != chain_hash(prev_h, event):
             problems.append(
                 LogProblem(
@@ -110,10 +118,6 @@ def examine(raw: RawLog) -> Examined:
             )
         prev_h = event.h
         decoded.append((line, event))
-    top = max(
-        [raw.floor, *(line.seq for line in raw.lines if line.seq is not None)]
-        + [event.seq for _, event in decoded]
-    )
     events, renumbered = _in_order(decoded, top, problems)
     floor = max([top, *(event.seq for event in events)])
     return Examined(

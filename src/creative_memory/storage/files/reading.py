@@ -82,6 +82,7 @@ def read_whole_log(path: Path) -> tuple[LogHeader | None, list[Event], bytes]:
 
 
 _SEQ = re.compile(rb'"seq"\s*:\s*([0-9]+)')
+_FLOOR = re.compile(rb'"seq_floor"\s*:\s*([0-9]+)')
 
 
 def unreadable_log(path: Path, note: ErasureNote | None) -> tuple[int, list[ErasureNote], int]:
@@ -102,9 +103,10 @@ def unreadable_log(path: Path, note: ErasureNote | None) -> tuple[int, list[Eras
     return floor, remember(kept, note or ErasureNote(), after), lines
 
 
-def _highest_seq(data: bytes) -> int | None:
-    """The highest ``"seq"`` ``data`` still shows without being decoded (``None``: none)."""
-    return max(map(int, _SEQ.findall(data)), default=None)
+def _highest_seq(data: bytes, pattern: re.Pattern[bytes] = _SEQ) -> int | None:
+    """The highest ``"seq"`` (``pattern``'s number) ``data`` still shows without being
+    decoded (``None``: none)."""
+    return max(map(int, pattern.findall(data)), default=None)
 
 
 def raw_log(path: Path) -> RawLog | None:
@@ -123,7 +125,7 @@ def raw_log(path: Path) -> RawLog | None:
     try:
         header = decode_header(head, path)
     except StorageError as exc:
-        raw = RawLog(generation="", floor=_highest_seq(head) or 0, notes=None)
+        raw = RawLog(generation="", floor=_highest_seq(head, _FLOOR) or 0, notes=None)
         raw.header_problem = str(exc)
     else:
         raw = RawLog(generation=header.generation, floor=header.seq_floor, notes=header.notes())

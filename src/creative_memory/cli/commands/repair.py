@@ -1,0 +1,129 @@
+"""``check`` and ``repair``: what is wrong with a stored memory, and a log without what is
+not an event (docs/cli.md, "check and repair")."""
+
+from __future__ import annotations
+
+import click
+import msgspec
+
+from creative_memory.app.results import CheckResult, RepairResult
+from creative_memory.cli.context import State, command
+from creative_memory.cli.render import emit_json, plural, safe
+from creative_memory.engine.errors import ValidationError
+from creative_memory.engine.logcheck import LogProblem
+
+#: How each kind of problem reads in a line of the report.
+KIND_WORDS = {
+    "unreadable": "not an event",
+    "altered": "edited",
+    "out_of_order": "out of order",
+    "header": "bad header",
+    "settings": "settings do not load",
+}
+
+
+@command(
+    epilog="""\b
+Examples:
+  creative-memory check
+  creative-memory check --json
+Reads the whole log and writes nothing. Exit 0 when nothing is wrong, 1 when something
+is: a line that is not an event, an event edited outside creative-memory, events out of
+order, a header or settings that do not load. `creative-memory repair --confirm` mends
+the log.
+"""
+)
+def check(state: State) -> None:
+    """Check the stored memory: the log line by line, and the settings."""
+    result = state.service.check(state.user)
+    if state.json:
+        emit_json(msgspec.to_builtins(result))
+    else:
+        _report_check(result)
+    if not result.healthy:
+        raise click.exceptions.Exit(1)
+
+
+@command(
+    epilog="""\b
+Examples:
+  creative-memory repair --confirm
+  creative-memory repair --confirm --save-dropped dropped-lines.jsonl
+A repair drops the lines that are not events (--save-dropped writes them to FILE first),
+keeps events edited outside creative-memory as they read now and chains the log again,
+numbers events out of order on after the highest number used, and writes a new header
+when the old one does not load. The derived state is derived again. A healthy log is
+left as it is. Settings that do not load are reported, not changed: `reset --confirm`
+writes the defaults.
+"""
+)
+@click.option("--confirm", is_flag=True, help="Required: what is dropped is gone from the store.")
+@click.option(
+    "--save-dropped",
+    metavar="FILE",
+    help="Write the dropped lines to FILE first (nothing is repaired if that fails).",
+)
+def repair(state: State, confirm: bool, save_dropped: str | None) -> None:
+    """Mend a damaged log: drop what is not an event, chain it again."""
+    try:
+        result = state.service.repair(state.user, confirm=confirm, save_dropped=save_dropped)
+    except ValidationError as exc:
+        if exc.field != "confirm":
+            raise
+        raise click.UsageError(
+            "a repair drops what is not an event for good: confirm it with --confirm"
+        ) from exc
+    if state.json:
+        emit_json(msgspec.to_builtins(result))
+        return
+    _report_repair(result)
+
+
+def problem_line(problem: LogProblem) -> str:
+    """``  line 4: not an event — JSON is malformed: …`` (one problem, made safe)."""
+    return f"  {safe(problem.where)}: {KIND_WORDS[problem.kind]} — {safe(problem.detail)}"
+
+
+def _report_check(result: CheckResult) -> None:
+    if result.healthy:
+        click.echo(f"{result.user_id}'s memory is healthy: {plural(result.events, 'event')}.")
+        return
+    click.echo(
+        f"{result.user_id}'s memory has {plural(len(result.problems), 'problem')} "
+        f"({plural(result.events, 'event')} read):"
+    )
+    for problem in result.problems:
+        click.echo(problem_line(problem))
+    if any(p.kind != "settings" for p in result.problems):
+        click.echo(
+            "Mend the log with `creative-memory repair --confirm` "
+            "(--save-dropped FILE keeps the lines it drops)."
+        )
+    if any(p.kind == "settings" for p in result.problems):
+        click.echo("`creative-memory reset --confirm` writes default settings (and erases all).")
+
+
+def _report_repair(result: RepairResult) -> None:
+    log_problems = [p for p in result.problems if p.kind != "settings"]
+    if not result.repaired:
+        click.echo(
+            f"Nothing to repair: {result.user_id}'s log is healthy "
+            f"({plural(result.events_kept, 'event')})."
+        )
+    else:
+        saved = f" (saved to {safe(result.dropped_saved_to)})" if result.dropped_saved_to else ""
+        edited = sum(1 for p in log_problems if p.kind == "altered")
+        click.echo(
+            f"Repaired {result.user_id}'s log: {plural(result.events_dropped, 'line')} "
+            f"dropped{saved}, {plural(edited, 'edited event')} kept as read, "
+            f"{plural(result.events_renumbered, 'event')} numbered anew; "
+            f"{plural(result.events_kept, 'event')} kept."
+        )
+        for problem in log_problems:
+            click.echo(problem_line(problem))
+    for problem in result.problems:
+        if problem.kind == "settings":
+            click.echo(f"Left as they are: {problem_line(problem).strip()}")
+
+
+COMMANDS = (check, repair)

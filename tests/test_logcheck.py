@@ -1,0 +1,365 @@
+"""Check and repair a damaged log (docs/storage.md, "Check and repair"): what a check
+finds, that it writes nothing, and that a repair leaves a log every reader, an export, a
+forget and the next append accept — on both backends."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from creative_memory import MemoryStore, StorageError, ValidationError
+from creative_memory.app.service import MemoryService
+from creative_memory.cli.main import main
+from creative_memory.engine.events import (
+    CHAIN_GENESIS,
+    SignalEvent,
+    decode_event,
+    encode_event,
+    rechain,
+    sequenced,
+)
+from creative_memory.engine.logcheck import RawLine, RawLog, examine
+from creative_memory.engine.portability.archive import decode_archive
+from tests.backends import Backend
+from tests.conftest import ManualClock
+
+pytest_plugins = ["tests.pg_fixtures", "tests.backends"]
+
+USER = "u"
+SECRET = b"zz_secret_pat"
+AFTER = {
+    "signal_type": "thumbs_up",
+    "preference_type": "color",
+    "pattern": "after",
+    "polarity": "positive",
+    "scope": "global",
+}
+
+
+def teach(store: MemoryStore, n: int = 8) -> None:
+    for i in range(n):
+        store.ingest_signal(
+            USER,
+            {
+                "signal_type": "thumbs_down",
+                "preference_type": "color",
+                "pattern": f"p{i % 3}",
+                "polarity": "negative",
+                "scope": "global",
+            },
+        )
+    store.flush()
+
+
+def damage(backend: Backend, seq: int, line: bytes) -> str:
+    """Replace the stored event ``seq`` (the log's ``seq``-th line) by ``line``; where a
+    check names it."""
+    if backend.kind == "files":
+        log = Path(backend.root) / USER / "events.jsonl"
+        lines = log.read_bytes().split(b"\n")
+        lines[seq] = line  # line 0 is the header
+        log.write_bytes(b"\n".join(lines))
+        return f"line {seq + 1}"
+    import psycopg
+
+    with psycopg.connect(backend.root, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE cm_events SET line = %s WHERE user_id = %s AND seq = %s", (line, USER, seq)
+        )
+    return f"seq {seq}"
+
+
+def stored_line(backend: Backend, seq: int) -> bytes:
+    return encode_event(next(e for e in backend.store().events(USER) if e.seq == seq))
+
+
+def without_chain(events: list[Any]) -> list[bytes]:
+    return [encode_event(msgspec.structs.replace(e, h="")) for e in events]
+
+
+def test_a_healthy_log_is_healthy_and_a_repair_leaves_it_alone(backend: Backend) -> None:
+    store = backend.store()
+    teach(store)
+    service = MemoryService(store)
+    assert service.check(USER) == service.check(USER)
+    result = service.check(USER)
+    assert (result.healthy, result.events, result.problems) == (True, 8, [])
+    before = backend.dump()
+    repaired = service.repair(USER, confirm=True)
+    assert (repaired.repaired, repaired.events_kept, repaired.events_dropped) == (False, 8, 0)
+    assert backend.dump() == before
+    # a user with no log is healthy too, and nothing is created for them
+    assert service.check("nobody").healthy
+    assert not service.repair("nobody", confirm=True).repaired
+    assert not store._storage.user_exists("nobody")
+
+
+def test_a_line_that_is_not_an_event_is_found_then_dropped(backend: Backend) -> None:
+    store = backend.store()
+    teach(store)
+    old = store.events(USER)
+    garbage = b'{"kind":"signal","pattern":"' + SECRET + b'","seq":4'
+    where = damage(backend, 4, garbage)
+    fresh = backend.store()
+    service = MemoryService(fresh)
+    with pytest.raises(StorageError, match=r"creative-memory repair --confirm"):
+        fresh.forget(USER, "color", "p1")
+    before = backend.dump()
+    found = service.check(USER)
+    assert not found.healthy and found.events == 7
+    assert [(p.where, p.kind) for p in found.problems] == [(where, "unreadable")]
+    assert backend.dump() == before  # a check writes nothing
+    with pytest.raises(ValidationError) as refused:
+        service.repair(USER, confirm=False)
+    assert refused.value.field == "confirm"
+    assert backend.dump() == before
+    result = service.repair(USER, confirm=True)
+    assert (result.repaired, result.events_kept, result.events_dropped) == (True, 7, 1)
+    assert result.problems == found.problems
+    assert service.check(USER).healthy
+    assert backend.places_containing(SECRET) == []
+    kept = fresh.events(USER)
+    assert without_chain(kept) == without_chain([e for e in old if e.seq != 4])
+    data, exported = service.export_archive(USER)  # the chain verifies again
+    assert exported.events == 7
+    decode_archive(data)
+    assert fresh.forget(USER, "color", "p1") > 0
+    fresh.ingest_signal(USER, AFTER)
+    assert fresh.events(USER)[-1].seq == 9  # 1..8 were handed out
+    # another process's store sees the repaired log, not a state derived before it
+    assert backend.store().list_preferences(USER) == fresh.list_preferences(USER)
+
+
+def test_the_last_line_dropped_keeps_its_number_used(backend: Backend) -> None:
+    """The highest ``seq`` a dropped line held is never handed out again."""
+    store = backend.store()
+    teach(store, 5)
+    damage(backend, 5, b"\x00not json\xff")
+    service = MemoryService(backend.store())
+    assert service.repair(USER, confirm=True).events_dropped == 1
+    again = backend.store()
+    again.ingest_signal(USER, AFTER)
+    assert [e.seq for e in again.events(USER)] == [1, 2, 3, 4, 6]
+
+
+def test_an_edited_event_is_kept_as_it_reads_and_chained_again(backend: Backend) -> None:
+    store = backend.store()
+    teach(store)
+    edited = stored_line(backend, 3).replace(b'"p2"', b'"p9"')
+    where = damage(backend, 3, edited)
+    fresh = backend.store()
+    service = MemoryService(fresh)
+    with pytest.raises(StorageError, match=r"hash chain broken.*repair --confirm"):
+        service.export_archive(USER)
+    assert [(p.where, p.kind) for p in service.check(USER).problems] == [(where, "altered")]
+    result = service.repair(USER, confirm=True)
+    assert (result.repaired, result.events_dropped, result.events_kept) == (True, 0, 8)
+    assert service.check(USER).healthy
+    third = next(e for e in fresh.events(USER) if e.seq == 3)
+    assert isinstance(third, SignalEvent) and third.pattern == "p9"
+    decode_archive(service.export_archive(USER)[0])
+
+
+def test_events_out_of_order_are_numbered_on(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path, derivation_version="1", clock=ManualClock())
+    teach(store, 6)
+    log = tmp_path / USER / "events.jsonl"
+    lines = log.read_bytes().split(b"\n")
+    lines[5] = lines[5].replace(b'"seq":5', b'"seq":2')
+    log.write_bytes(b"\n".join(lines))
+    service = MemoryService(MemoryStore(tmp_path, derivation_version="1", clock=ManualClock()))
+    kinds = {p.kind for p in service.check(USER).problems}
+    assert kinds == {"altered", "out_of_order"}
+    result = service.repair(USER, confirm=True)
+    assert (result.events_renumbered, result.events_kept) == (2, 6)
+    assert [e.seq for e in service.store.events(USER)] == [1, 2, 3, 4, 7, 8]
+    assert service.check(USER).healthy
+
+
+def test_a_header_that_does_not_load_is_written_anew(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path, derivation_version="1", clock=ManualClock())
+    teach(store, 4)
+    log = tmp_path / USER / "events.jsonl"
+    lines = log.read_bytes().split(b"\n")
+    lines[0] = b'{"kind":"header","seq_floor":40'
+    log.write_bytes(b"\n".join(lines))
+    service = MemoryService(MemoryStore(tmp_path, derivation_version="1", clock=ManualClock()))
+    with pytest.raises(StorageError, match="bad log header"):
+        service.store.list_preferences(USER)
+    assert [p.kind for p in service.check(USER).problems] == ["header"]
+    assert service.repair(USER, confirm=True).repaired
+    assert service.check(USER).healthy
+    assert [e.seq for e in service.store.events(USER)] == [1, 2, 3, 4]
+    service.store.ingest_signal(USER, AFTER)
+    assert service.store.events(USER)[-1].seq == 41  # the floor the broken header still showed
+
+
+def test_settings_that_do_not_load_are_reported_and_left(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path, derivation_version="1", clock=ManualClock())
+    teach(store, 3)
+    settings_file = tmp_path / USER / "settings.json"
+    settings_file.write_bytes(b"{not json")
+    service = MemoryService(MemoryStore(tmp_path, derivation_version="1", clock=ManualClock()))
+    found = service.check(USER)
+    assert [(p.where, p.kind) for p in found.problems] == [("settings", "settings")]
+    result = service.repair(USER, confirm=True)
+    assert not result.repaired and result.problems == found.problems
+    assert settings_file.read_bytes() == b"{not json"
+    # with the log damaged too, the log is repaired and the settings still left as they are
+    damage_files(tmp_path, 2, b"oops")
+    result = service.repair(USER, confirm=True)
+    assert result.repaired and [p.kind for p in result.problems] == ["unreadable", "settings"]
+    assert settings_file.read_bytes() == b"{not json"
+
+
+def damage_files(root: Path, seq: int, line: bytes) -> None:
+    log = root / USER / "events.jsonl"
+    lines = log.read_bytes().split(b"\n")
+    lines[seq] = line
+    log.write_bytes(b"\n".join(lines))
+
+
+def test_dropped_lines_are_saved_first_or_nothing_is_repaired(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "mem"
+    store = MemoryStore(root, derivation_version="1", clock=ManualClock())
+    teach(store, 5)
+    damage_files(root, 2, b"first bad line")
+    damage_files(root, 4, b"")
+    service = MemoryService(MemoryStore(root, derivation_version="1", clock=ManualClock()))
+    log = root / USER / "events.jsonl"
+    before = log.read_bytes()
+    with pytest.raises(ValidationError) as refused:
+        service.repair(USER, confirm=True, save_dropped=tmp_path / "missing" / "x")
+    assert refused.value.field == "save_dropped"
+
+    def failing(path: Path, data: bytes) -> None:
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr("creative_memory.app.repair.atomic_write", failing)
+    with pytest.raises(OSError):
+        service.repair(USER, confirm=True, save_dropped=tmp_path / "dropped.jsonl")
+    assert log.read_bytes() == before
+    monkeypatch.undo()
+    problems = service.check(USER).problems
+    assert [(p.where, p.detail) for p in problems] == [
+        ("line 3", problems[0].detail),
+        ("line 5", "an empty line"),
+    ]
+    result = service.repair(USER, confirm=True, save_dropped=tmp_path / "dropped.jsonl")
+    assert result.dropped_saved_to == str((tmp_path / "dropped.jsonl").resolve())
+    assert (tmp_path / "dropped.jsonl").read_bytes() == b"first bad line\n\n"
+    assert result.events_dropped == 2 and result.events_kept == 3
+
+
+def test_the_cli_reports_and_repairs(tmp_path: Path) -> None:
+    root = tmp_path / "mem"
+    store = MemoryStore(root, derivation_version="1", clock=ManualClock())
+    teach(store, 4)
+    runner = CliRunner()
+
+    def cli(*args: str) -> Any:
+        return runner.invoke(main, ["--data-dir", str(root), "--user", USER, *args])
+
+    assert cli("check").exit_code == 0
+    damage_files(root, 2, b'{"kind":"signal"\x1b[2J')
+    shown = cli("check")
+    assert shown.exit_code == 1
+    assert "line 3: not an event" in shown.output and "\x1b" not in shown.output
+    as_json = cli("check", "--json")
+    assert as_json.exit_code == 1
+    service = MemoryService(MemoryStore(root, derivation_version="1", clock=ManualClock()))
+    assert json.loads(as_json.output) == msgspec.to_builtins(service.check(USER))
+    refused = cli("repair")
+    assert refused.exit_code == 2 and "--confirm" in refused.output
+    saved = tmp_path / "dropped.jsonl"
+    done = cli("repair", "--confirm", "--save-dropped", str(saved), "--json")
+    assert done.exit_code == 0, done.output
+    doc = json.loads(done.output)
+    assert (doc["repaired"], doc["events_dropped"], doc["events_kept"]) == (True, 1, 3)
+    assert saved.read_bytes() == b'{"kind":"signal"\x1b[2J\n'
+    assert cli("check").exit_code == 0
+    assert "Nothing to repair" in cli("repair", "--confirm").output
+
+
+# -- the pure examination ----------------------------------------------------------------------
+def chained(n: int) -> list[bytes]:
+    """``n`` stored lines of a healthy log."""
+    body = [
+        SignalEvent(
+            at="2026-01-01T00:00:00Z",
+            recorded_at="2026-01-01T00:00:00Z",
+            signal_type="thumbs_down",
+            preference_type="color",
+            pattern=f"p{i % 4}",
+            polarity="negative",
+            scope="global",
+        )
+        for i in range(n)
+    ]
+    return [encode_event(e) for e in sequenced(body, 0, CHAIN_GENESIS)]
+
+
+DAMAGES = {
+    "garbage": lambda b: b"\x00not json\xff",
+    "torn": lambda b: b[: len(b) // 2],
+    "empty": lambda b: b"",
+    "edited": lambda b: b.replace(b'"p', b'"q', 1),
+    "seq": lambda b: b.replace(b'"seq":', b'"seq":1', 1),
+}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n=st.integers(min_value=0, max_value=12),
+    hits=st.dictionaries(st.integers(0, 11), st.sampled_from(sorted(DAMAGES)), max_size=6),
+    floor=st.integers(0, 30),
+)
+def test_what_a_repair_keeps(n: int, hits: dict[int, str], floor: int) -> None:
+    """For any damage: the events kept are the lines that still decode, in order; their
+    ``seq`` strictly increase and none reuses a number the log showed; chained again they
+    verify; a repaired log examines clean; an undamaged one has no problem."""
+    lines = chained(n)
+    for i, how in hits.items():
+        if i < n:
+            lines[i] = DAMAGES[how](lines[i])
+    raw = RawLog(
+        generation="g",
+        floor=floor,
+        notes=[],
+        lines=[RawLine(where=f"line {i + 2}", seq=None, data=b) for i, b in enumerate(lines)],
+    )
+    found = examine(raw)
+    readable = []
+    for b in lines:
+        with contextlib.suppress(msgspec.DecodeError):
+            readable.append(decode_event(b))
+    assert without_chain(found.events) == without_chain(
+        [msgspec.structs.replace(e, seq=f.seq) for e, f in zip(readable, found.events, strict=True)]
+    )
+    seqs = [e.seq for e in found.events]
+    assert seqs == sorted(set(seqs))
+    renumbered = [e.seq for e, r in zip(found.events, readable, strict=True) if e.seq != r.seq]
+    # the lines were numbered 1..n: no number any of them had is handed out again
+    shown = max([floor, n, *(r.seq for r in readable)])
+    assert all(s > shown for s in renumbered)
+    assert found.floor >= max([shown, *seqs])
+    assert found.dropped == len(lines) - len(readable)
+    again = RawLog(
+        generation="h",
+        floor=found.floor,
+        notes=[],
+        lines=[RawLine(where="x", seq=None, data=encode_event(e)) for e in rechain(found.events)],
+    )
+    assert examine(again).problems == []
+    if not any(i < n for i in hits):
+        assert found.problems == [] and found.events == [decode_event(b) for b in lines]
