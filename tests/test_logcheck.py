@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -309,7 +310,7 @@ def chained(n: int) -> list[bytes]:
     return [encode_event(e) for e in sequenced(body, 0, CHAIN_GENESIS)]
 
 
-DAMAGES = {
+DAMAGES: dict[str, Callable[[bytes], bytes]] = {
     "garbage": lambda b: b"\x00not json\xff",
     "torn": lambda b: b[: len(b) // 2],
     "empty": lambda b: b"",
@@ -363,3 +364,15 @@ def test_what_a_repair_keeps(n: int, hits: dict[int, str], floor: int) -> None:
     assert examine(again).problems == []
     if not any(i < n for i in hits):
         assert found.problems == [] and found.events == [decode_event(b) for b in lines]
+
+
+def test_a_full_reset_does_not_hand_out_a_destroyed_last_lines_number(tmp_path: Path) -> None:
+    """A full reset of a log whose last line shows no number any more: that line still
+    had one (one above the line before), and it is not handed out again."""
+    store = MemoryStore(tmp_path, derivation_version="1", clock=ManualClock())
+    teach(store, 5)
+    damage_files(tmp_path, 5, b"\x00\x00\x00")
+    fresh = MemoryStore(tmp_path, derivation_version="1", clock=ManualClock())
+    fresh.reset_memory(USER)
+    fresh.ingest_signal(USER, AFTER)
+    assert [e.seq for e in fresh.events(USER)] == [6]

@@ -92,8 +92,7 @@ def examine(raw: RawLog) -> Examined:
         problems.append(LogProblem(where="header", kind="header", detail=raw.header_problem))
     decoded: list[tuple[RawLine, Event]] = []
     prev_h: str | None = CHAIN_GENESIS  # None: the line before did not decode
-    top = raw.floor  # the highest seq handed out, as far as the log shows
-    last = 0  # at least the seq the line before was stored with
+    top = highest_handed_out(raw)
     for line in raw.lines:
         try:
             event = decode_event(line.data)
@@ -101,12 +100,8 @@ def examine(raw: RawLog) -> Examined:
             detail = "an empty line" if not line.data.strip() else str(exc)[:DETAIL_CHARS]
             problems.append(LogProblem(where=line.where, kind="unreadable", detail=detail))
             prev_h = None
-            # it was numbered above the line before it, whatever is left of it shows
-            last = max(last + 1, line.seq or 0)
-            top = max(top, last)
             continue
-        last = max(last + 1, event.seq, line.seq or 0)  # (the same for an edited seq)
-        top = max(top, last)
+        top = max(top, event.seq)
         if prev_h is not None and event.h != chain_hash(prev_h, event):
             problems.append(
                 LogProblem(
@@ -127,6 +122,18 @@ def examine(raw: RawLog) -> Examined:
         dropped=len(raw.lines) - len(decoded),
         renumbered=renumbered,
     )
+
+
+def highest_handed_out(raw: RawLog) -> int:
+    """The highest ``seq`` the log has handed out, as far as it shows without decoding it:
+    its floor, any number a line shows, and every line at least one above the line before
+    it (a line that shows none — a destroyed last line — still had its number)."""
+    top = raw.floor
+    last = 0
+    for line in raw.lines:
+        last = max(last + 1, line.seq or 0)
+        top = max(top, last)
+    return top
 
 
 def _in_order(

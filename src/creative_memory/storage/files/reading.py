@@ -15,7 +15,7 @@ import msgspec
 from creative_memory.engine.erasure_notes import ErasureNote, remember
 from creative_memory.engine.errors import StorageError
 from creative_memory.engine.events import Event, decode_event, decode_event_lines
-from creative_memory.engine.logcheck import REPAIR_HINT, RawLine, RawLog
+from creative_memory.engine.logcheck import REPAIR_HINT, RawLine, RawLog, highest_handed_out
 from creative_memory.storage.files.appending import LogHeader, decode_header
 
 
@@ -88,19 +88,13 @@ _FLOOR = re.compile(rb'"seq_floor"\s*:\s*([0-9]+)')
 def unreadable_log(path: Path, note: ErasureNote | None) -> tuple[int, list[ErasureNote], int]:
     """What a full erasure (``note``) needs of the log at ``path`` when its lines no longer
     all decode, read without decoding them (docs/storage.md, "Erasure"): the highest
-    ``seq`` any line or the header still shows (so no number is used again), the notes the
-    new log keeps (its header's, if readable, and ``note``), and how many event lines it
-    holds."""
-    data = path.read_bytes()
-    head, _, rest = data.partition(b"\n")
-    try:
-        header: LogHeader | None = decode_header(head, path)
-    except StorageError:
-        header = None
-    floor = max([0 if header is None else header.seq_floor, *map(int, _SEQ.findall(data))])
-    lines = sum(1 for line in rest.split(b"\n") if line.strip())
-    kept, after = ([], "") if header is None else (header.notes(), header.generation)
-    return floor, remember(kept, note or ErasureNote(), after), lines
+    ``seq`` it has handed out (:func:`highest_handed_out`: no number is used again), the
+    notes the new log keeps (its header's, if readable, and ``note``), and how many event
+    lines it holds."""
+    raw = raw_log(path) or RawLog(generation="", floor=0, notes=None)
+    lines = sum(1 for line in raw.lines if line.data.strip())
+    kept = remember(raw.notes or [], note or ErasureNote(), raw.generation)
+    return highest_handed_out(raw), kept, lines
 
 
 def _highest_seq(data: bytes, pattern: re.Pattern[bytes] = _SEQ) -> int | None:
