@@ -1,7 +1,7 @@
 """The request schemas of the OpenAPI document state what the routes accept (docs/http.md,
 "OpenAPI"): a project id's characters, length and reserved names, a type or pattern's
 length, an ISO 8601 time, the enums of ``variant`` and ``version``, a reset's ``confirm``
-and ``scope``, the keys of ``project_ignore_global``.
+and ``scope``, a repair's ``confirm``, the keys of ``project_ignore_global``.
 
 Each case is a value for one parameter or body key of one operation: the document's schema
 for it must admit it exactly when the daemon does (a refused value is a 422 naming the key;
@@ -70,6 +70,8 @@ CASES: list[tuple[str, str, str, Any, bool]] = [
     *[("reset", "body", "scope", v, False) for v in ("project:__proto__", "project:", "nope")],
     *[("reset", "body", "scope", v, False) for v in ("project:a:b", f"project:{LONG_ID}")],
     *[("reset", "body", "scope", v, True) for v in ("all", "global", "project:p1")],
+    *[("repair", "body", "confirm", v, False) for v in (False, None, "true", 1)],
+    ("repair", "body", "confirm", True, True),
     ("useDerivation", "body", "version", "0", False),
     *[("changeSettings", "body", "paused_until", v, False) for v in ("tomorrow", "")],
     *[("changeSettings", "body", "paused_until", v, True) for v in ("2999-01-01", None)],

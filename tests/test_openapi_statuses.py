@@ -58,6 +58,8 @@ VALID: dict[str, tuple[str, str, dict[str, Any]]] = {
     "explain": ("GET", "/api/v1/explain/color/neon_palette", {}),
     "timeline": ("GET", "/api/v1/timeline/color/neon_palette", {}),
     "reset": ("POST", "/api/v1/reset", {"json": {"confirm": True, "scope": "project:zz"}}),
+    "check": ("GET", "/api/v1/check", {}),
+    "repair": ("POST", "/api/v1/repair", {"json": {"confirm": True}}),
     "ingestEvents": ("POST", "/api/v1/events", {"json": wire("a9", "neon_palette")}),
     "prompt": ("GET", "/api/v1/prompt", {}),
     "composePrompt": ("POST", "/api/v1/prompt", {"json": {"host_prompt": "You design.\n"}}),

@@ -185,6 +185,8 @@ ENDPOINTS: list[tuple[str, str, Any]] = [
     ("GET", "/api/v1/settings", None),
     ("POST", "/api/v1/settings", {"paused": True}),
     ("POST", "/api/v1/reset", {"confirm": True}),
+    ("GET", "/api/v1/check", None),
+    ("POST", "/api/v1/repair", {"confirm": True}),
     ("GET", "/api/v1/export", None),
     ("POST", "/api/v1/import", {"format": "creative-memory-archive"}),
     ("POST", "/logout", None),
@@ -242,6 +244,8 @@ def test_openapi_document_is_published_and_covers_the_surface(api: Api) -> None:
         "/api/v1/explain/{preference_type}/{pattern}",
         "/api/v1/settings",
         "/api/v1/reset",
+        "/api/v1/check",
+        "/api/v1/repair",
         "/api/v1/export",
         "/api/v1/import",
     ):

@@ -6,7 +6,8 @@
   freshly dumped document and fails if ``src/openapi.ts`` drifted; with ``--url`` it reads
   the document from a live daemon, with its token, byte for byte as the dump writes it;
 * the client's own tests (``node --test``) pass against a live daemon on loopback started
-  here (``ThreadedDaemon`` on ``127.0.0.1:0``; URL and token passed in the environment);
+  here (``ThreadedDaemon`` on ``127.0.0.1:0``; URL, token and the user's log file passed in
+  the environment);
 * the example composes a host prompt through that daemon.
 
 Node is needed for all but the first; without it these tests are skipped, except under CI,
@@ -83,6 +84,8 @@ def daemon(tmp_path: Path) -> Iterator[dict[str, str]]:
             CREATIVE_MEMORY_URL=d.url,
             CREATIVE_MEMORY_TOKEN=token,
             CREATIVE_MEMORY_USER=config.user,
+            # the file store's log of that user, for the repair test to damage
+            CREATIVE_MEMORY_EVENTS_FILE=str(config.root / config.user / "events.jsonl"),
         )
 
 
@@ -149,6 +152,7 @@ def test_the_client_passes_its_node_tests_against_a_live_daemon(
 ) -> None:
     out = _run(["node", "--test", "dist/test/client.test.js"], env=daemon, timeout=180)
     assert "# fail 0" in out and "# pass 0" not in out, out
+    assert "# skipped 0" in out, out  # the damaged-log test too: it has the log file
 
 
 @pytest.mark.slow

@@ -26,6 +26,10 @@ export type Timeline = Schemas["Timeline"];
 export type TimelineEvent = Schemas["TimelineEvent"];
 export type ResetRequest = Schemas["ResetRequest"];
 export type ResetResult = Schemas["ResetResult"];
+export type CheckResult = Schemas["CheckResult"];
+export type LogProblem = Schemas["LogProblem"];
+export type RepairRequest = Schemas["RepairRequest"];
+export type RepairResult = Schemas["RepairResult"];
 export type Archive = Schemas["Archive"];
 export type ImportResult = Schemas["ImportResult"];
 export type AsOf = Schemas["AsOf"];
@@ -260,6 +264,19 @@ export class CreativeMemoryClient {
   /** POST /api/v1/reset: erase a scope for real (`confirm: true` is required). */
   reset(request: ResetRequest): Promise<ResetResult> {
     return this.run(() => this.raw.POST("/api/v1/reset", { body: request }));
+  }
+
+  /** GET /api/v1/check: what is wrong with the user's stored log and settings (`healthy` when nothing). Writes nothing. */
+  check(): Promise<CheckResult> {
+    return this.run(() => this.raw.GET("/api/v1/check"));
+  }
+
+  /**
+   * POST /api/v1/repair: rewrite a damaged log without the lines that are not events
+   * (`confirm: true` is required; a healthy log is left as it is: `repaired` false).
+   */
+  repair(request: RepairRequest): Promise<RepairResult> {
+    return this.run(() => this.raw.POST("/api/v1/repair", { body: request }));
   }
 
   /**

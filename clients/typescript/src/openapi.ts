@@ -122,6 +122,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/check": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What is wrong with the user's stored log and settings (MemoryService.check); writes nothing. */
+        get: operations["check"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/repair": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Rewrite a damaged log without what is not an event (MemoryService.repair); needs confirm. */
+        post: operations["repair"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/events": {
         parameters: {
             query?: never;
@@ -668,6 +702,59 @@ export interface components {
             events_removed: number;
             events_remaining: number;
             settings: components["schemas"]["SettingsView"];
+        };
+        /**
+         * CheckResult
+         * @description What a check found wrong with a user's stored memory: ``healthy`` when nothing;
+         *     ``events``: the events of the log that decode (docs/storage.md, "Check and repair").
+         */
+        CheckResult: {
+            user_id: string;
+            healthy: boolean;
+            events: number;
+            problems: components["schemas"]["LogProblem"][];
+        };
+        /**
+         * LogProblem
+         * @description One thing wrong with a log: where (a line or a ``seq``), what, and the detail.
+         */
+        LogProblem: {
+            where: string;
+            /** @enum {unknown} */
+            kind: "altered" | "header" | "out_of_order" | "settings" | "unreadable";
+            detail: string;
+        };
+        /**
+         * RepairRequest
+         * @description POST /api/v1/repair: a repair drops what is not an event, so ``confirm`` must be true.
+         *
+         *     Only ``confirm``: the file the library and the command line can save the dropped lines
+         *     to (``save_dropped``) would be a path on the daemon's disk, which a remote caller does
+         *     not choose (docs/storage.md, "Check and repair").
+         */
+        RepairRequest: {
+            /**
+             * @description Must be true (absent or false: 422).
+             * @default false
+             * @constant
+             */
+            confirm?: true;
+        };
+        /**
+         * RepairResult
+         * @description What a repair found and did: ``repaired`` when the log was rewritten; the events it
+         *     kept, dropped (lines that were not events) and numbered anew; the file the dropped
+         *     lines were saved to, if any. ``problems`` lists what was found, the settings' included
+         *     (a repair leaves them).
+         */
+        RepairResult: {
+            user_id: string;
+            repaired: boolean;
+            events_kept: number;
+            events_dropped: number;
+            events_renumbered: number;
+            dropped_saved_to: string | null;
+            problems: components["schemas"]["LogProblem"][];
         };
         /**
          * Archive
@@ -1275,6 +1362,149 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ResetResult"];
+                };
+            };
+            /** @description Malformed request (not JSON, bad encoding, empty). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Missing or invalid credentials. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Forbidden: the Host header does not name this daemon, or a write with the page's session cookie lacks `X-Requested-With: creative-memory`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Request body too large: over the limit declared in Content-Length (checked on every request, before routing) or while a chunked body streams. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Request body is not JSON. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Invalid input; `field` names it. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description The daemon could not complete the request; `correlation_id` finds it in the log. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+        };
+    };
+    check: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CheckResult"];
+                };
+            };
+            /** @description Missing or invalid credentials. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Forbidden: the Host header does not name this daemon (any route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description Request body too large: over the limit declared in Content-Length (checked on every request, before routing) or while a chunked body streams. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+            /** @description The daemon could not complete the request; `correlation_id` finds it in the log. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["ProblemDoc"];
+                };
+            };
+        };
+    };
+    repair: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RepairRequest"];
+            };
+        };
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RepairResult"];
                 };
             };
             /** @description Malformed request (not JSON, bad encoding, empty). */

@@ -1,14 +1,17 @@
 // The client against a live daemon on loopback (docs/typescript-client.md, "Tests").
 // tests/test_typescript_client.py starts the daemon and passes CREATIVE_MEMORY_URL,
 // CREATIVE_MEMORY_TOKEN and CREATIVE_MEMORY_USER; run alone, point them at any daemon
-// whose memory may be erased.
+// whose memory may be erased. CREATIVE_MEMORY_EVENTS_FILE (optional: the user's
+// events.jsonl on the daemon's file store) lets the repair test damage the log first.
 import assert from "node:assert/strict";
+import { readFileSync, writeFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 import {
   AuthProblem,
   CreativeMemoryClient,
   NotFoundProblem,
   ProblemError,
+  ServerProblem,
   TransportError,
   ValidationProblem,
   type Archive,
@@ -19,6 +22,7 @@ import {
 const url = process.env.CREATIVE_MEMORY_URL;
 const token = process.env.CREATIVE_MEMORY_TOKEN;
 const user = process.env.CREATIVE_MEMORY_USER ?? "default";
+const eventsFile = process.env.CREATIVE_MEMORY_EVENTS_FILE;
 if (!url || !token) throw new Error("set CREATIVE_MEMORY_URL and CREATIVE_MEMORY_TOKEN");
 
 const client = new CreativeMemoryClient({ baseUrl: url, token });
@@ -53,6 +57,8 @@ const METHOD_OF: Record<string, keyof CreativeMemoryClient> = {
   explain: "explain",
   timeline: "timeline",
   reset: "reset",
+  check: "check",
+  repair: "repair",
   ingestEvents: "ingestEvents",
   prompt: "prompt",
   composePrompt: "composePrompt",
@@ -332,6 +338,65 @@ describe("the client against a live daemon", () => {
     assert.ok(reset.events_removed > 0);
     assert.equal((await client.inspect({ projectId: PROJECT })).preferences.length, 0);
   });
+
+  test("check finds a healthy log; repair needs confirm and leaves a healthy log as it is", async () => {
+    const checked = await client.check();
+    assert.equal(checked.user_id, user);
+    assert.equal(checked.healthy, true);
+    assert.ok(checked.events > 0);
+    assert.deepEqual(checked.problems, []);
+    await assert.rejects(client.repair({}), (err: unknown) => {
+      assert.ok(err instanceof ValidationProblem);
+      assert.equal(err.status, 422);
+      assert.equal(err.field, "confirm");
+      return true;
+    });
+    const repaired = await client.repair({ confirm: true });
+    assert.equal(repaired.repaired, false);
+    assert.equal(repaired.events_kept, checked.events);
+    assert.equal(repaired.events_dropped, 0);
+    assert.equal(repaired.dropped_saved_to, null);
+    assert.deepEqual(repaired.problems, []);
+  });
+
+  test(
+    "a damaged log: check lists the line, forget is a ServerProblem until repair drops it",
+    { skip: eventsFile ? false : "set CREATIVE_MEMORY_EVENTS_FILE to damage the log" },
+    async () => {
+      const ingested = await client.ingestEvents([
+        event("thumbs_rated", "damaged-0", "color/teal", { rating: "up" }),
+        event("thumbs_rated", "damaged-1", "color/teal", { rating: "up" }),
+      ]);
+      assert.equal(ingested.accepted, 2, JSON.stringify(ingested.results));
+      const before = await client.check();
+      const lines = readFileSync(eventsFile!, "utf8").split("\n"); // ends with "\n": "" last
+      const damaged = lines.length - 1; // 1-based number of the last event's line
+      lines[damaged - 1] = '{"garbage"';
+      writeFileSync(eventsFile!, lines.join("\n"));
+
+      const checked = await client.check();
+      assert.equal(checked.healthy, false);
+      assert.equal(checked.events, before.events - 1);
+      assert.deepEqual(
+        checked.problems.map((p) => [p.where, p.kind]),
+        [[`line ${damaged}`, "unreadable"]],
+      );
+      await assert.rejects(client.forget("color", "teal", { projectId: PROJECT }), (err: unknown) => {
+        assert.ok(err instanceof ServerProblem);
+        assert.equal(err.status, 500);
+        assert.ok(err.correlationId);
+        return true;
+      });
+      const repaired = await client.repair({ confirm: true });
+      assert.equal(repaired.repaired, true);
+      assert.equal(repaired.events_kept, before.events - 1);
+      assert.equal(repaired.events_dropped, 1);
+      assert.equal(repaired.dropped_saved_to, null);
+      assert.deepEqual(repaired.problems, checked.problems);
+      assert.equal((await client.check()).healthy, true);
+      assert.equal((await client.forget("color", "teal", { projectId: PROJECT })).events_removed, 1);
+    },
+  );
 
   test("a wrong token is an AuthProblem (401)", async () => {
     const stranger = new CreativeMemoryClient({ baseUrl: url, token: "not-a-token" });

@@ -12,12 +12,14 @@ from msgspec import Meta
 from creative_memory.app.results import AsOf
 from creative_memory.app.service import (
     COMPOSE_VARIANTS,
+    CheckResult,
     DerivationInfo,
     ForgetResult,
     ImportResult,
     IngestResult,
     PreviewResult,
     PromptResult,
+    RepairResult,
     ResetResult,
     SettingsChange,
     SettingsUpdate,
@@ -129,6 +131,19 @@ class ResetRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     scope: Annotated[
         str, Meta(description='"all", "global" or "project:<id>".', extra_json_schema=_SCOPE)
     ] = "all"
+
+
+class RepairRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """POST /api/v1/repair: a repair drops what is not an event, so ``confirm`` must be true.
+
+    Only ``confirm``: the file the library and the command line can save the dropped lines
+    to (``save_dropped``) would be a path on the daemon's disk, which a remote caller does
+    not choose (docs/storage.md, "Check and repair")."""
+
+    confirm: Annotated[
+        bool,
+        Meta(description="Must be true (absent or false: 422).", extra_json_schema={"const": True}),
+    ] = False
 
 
 _EVENT_DOC: Final = (
@@ -259,6 +274,9 @@ COMPONENTS: Final = (
     SettingsChange,
     ResetRequest,
     ResetResult,
+    CheckResult,
+    RepairRequest,
+    RepairResult,
     Archive,
     ImportResult,
     SignedOut,

@@ -1,5 +1,5 @@
 """Reading and erasing memory (docs/daemon.md, "HTTP API"): inspect, explain, timeline, forget,
-reset."""
+reset; and checking and repairing a damaged log (docs/storage.md, "Check and repair")."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Literal
 from starlette.requests import Request
 from starlette.responses import Response
 
-from creative_memory.app.service import ForgetResult, ResetResult
+from creative_memory.app.service import CheckResult, ForgetResult, RepairResult, ResetResult
 from creative_memory.engine.explain import Explanation
 from creative_memory.engine.timeline import Timeline
 from creative_memory.http.jsonlog import log_event
@@ -34,6 +34,7 @@ from creative_memory.http.schemas import (
     MemoryView,
     PathSegment,
     ProjectParam,
+    RepairRequest,
     ResetRequest,
 )
 
@@ -103,6 +104,27 @@ async def post_reset(request: Request) -> Response:
     return encode(result)
 
 
+async def get_check(request: Request) -> Response:
+    """GET /api/v1/check: MemoryService.check — what is wrong with the stored log and
+    settings; writes nothing (docs/storage.md, "Check and repair")."""
+    d = daemon(request)
+    user = d.auth.authenticate(request)
+    return encode(await d.run(d.service.check, user))
+
+
+async def post_repair(request: Request) -> Response:
+    """POST /api/v1/repair: MemoryService.repair (needs confirm). No ``save_dropped``: the
+    body names no path on the daemon's disk (docs/storage.md, "Check and repair")."""
+    d = daemon(request)
+    user = d.auth.authenticate(request)
+    body = await read_struct(request, RepairRequest)
+    result = await d.run(lambda: d.service.repair(user, confirm=body.confirm))
+    log_event(logging.INFO, "repaired", user=user, repaired=result.repaired,
+              events_kept=result.events_kept, events_dropped=result.events_dropped,
+              events_renumbered=result.events_renumbered)  # fmt: skip
+    return encode(result)
+
+
 OPERATIONS = (
     Operation(
         "GET", "/api/v1/memory", get_memory, "inspect",
@@ -133,5 +155,17 @@ OPERATIONS = (
         "POST", "/api/v1/reset", post_reset, "reset",
         "Erase memory (all, global or one project); needs confirm.",
         body=ResetRequest, responses={JSON: ResetResult}, errors=JSON_BODY,
+    ),
+    Operation(
+        "GET", "/api/v1/check", get_check, "check",
+        "What is wrong with the user's stored log and settings (MemoryService.check); "
+        "writes nothing.",
+        responses={JSON: CheckResult},
+    ),
+    Operation(
+        "POST", "/api/v1/repair", post_repair, "repair",
+        "Rewrite a damaged log without what is not an event (MemoryService.repair); needs "
+        "confirm.",
+        body=RepairRequest, responses={JSON: RepairResult}, errors=JSON_BODY,
     ),
 )  # fmt: skip
