@@ -134,6 +134,10 @@ def test_a_damaged_log_is_listed_refused_and_repaired(
     # anything that reads the whole log fails until the repair
     problem = assert_problem(api.delete("/api/v1/preferences/color/neon_palette"), 500)
     assert problem["correlation_id"]
+    # a 500 of its own type, saying how to mend it — and nothing internal (no path, no URL)
+    assert problem["type"] == "urn:creative-memory:problem:log-damaged"
+    assert "GET /api/v1/check" in problem["detail"] and "POST /api/v1/repair" in problem["detail"]
+    assert "events.jsonl" not in problem["detail"] and "postgres" not in problem["detail"]
 
     for body in ({}, {"confirm": False}):
         assert_problem(api.post("/api/v1/repair", json=body), 422, "confirm")

@@ -20,7 +20,7 @@ EXPORTS = {
     "NEGATIVE_BUDGET_RATIO", "NEGATIVE_PRIORITY_MULTIPLIER", "NORMALIZER", "SCHEMA_VERSION",
     "SIGNAL_WEIGHTS", "TAG_POLARITY", "TOKEN_BUDGET",
     "CaptureConfig", "CaptureLayer", "CaptureReport", "CreativeMemoryError", "DecayResult",
-    "MemoryStore", "Preference", "RedactionPolicy", "Refinement", "RetrievalResult",
+    "LogDamaged", "MemoryStore", "Preference", "RedactionPolicy", "Refinement", "RetrievalResult",
     "StorageError", "ValidationError", "__version__", "adapter",
     "build_critique_block", "build_generation_block", "build_prompt_block",
     "diagnostics_feed_line", "insert_memory_block", "insert_memory_block_into_prompt",

@@ -29,7 +29,12 @@ from creative_memory.engine.constants import (
     TAG_POLARITY,
     TOKEN_BUDGET,
 )
-from creative_memory.engine.errors import CreativeMemoryError, StorageError, ValidationError
+from creative_memory.engine.errors import (
+    CreativeMemoryError,
+    LogDamaged,
+    StorageError,
+    ValidationError,
+)
 from creative_memory.engine.models import DecayResult, Preference, Refinement, RetrievalResult
 from creative_memory.engine.prompt import (
     build_critique_block,
@@ -61,6 +66,7 @@ __all__ = [
     "CaptureReport",
     "CreativeMemoryError",
     "DecayResult",
+    "LogDamaged",
     "MemoryStore",
     "Preference",
     "RedactionPolicy",

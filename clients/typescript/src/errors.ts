@@ -85,6 +85,15 @@ export class ServerProblem extends ProblemError {
   override name = "ServerProblem";
 }
 
+/** The problem type of a 500 caused by a damaged stored log. */
+export const LOG_DAMAGED = "urn:creative-memory:problem:log-damaged";
+
+/** 500 `log-damaged`: the stored memory was changed outside creative-memory; `check()`
+ * lists what is wrong and `repair({ confirm: true })` mends it. */
+export class LogDamagedProblem extends ServerProblem {
+  override name = "LogDamagedProblem";
+}
+
 function isProblem(body: unknown): body is ProblemDoc {
   if (typeof body !== "object" || body === null) return false;
   const b = body as Record<string, unknown>;
@@ -113,10 +122,12 @@ export function problemError(body: unknown, response: Response): ProblemError {
           ? ConflictProblem
           : status === 401 || status === 403
             ? AuthProblem
-            : status >= 500
-              ? ServerProblem
-              : status >= 400
-                ? RequestProblem
-                : ProblemError;
+            : status === 500 && problem.type === LOG_DAMAGED
+              ? LogDamagedProblem
+              : status >= 500
+                ? ServerProblem
+                : status >= 400
+                  ? RequestProblem
+                  : ProblemError;
   return new Kind(problem, response);
 }

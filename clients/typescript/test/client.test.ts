@@ -9,6 +9,7 @@ import { after, before, describe, test } from "node:test";
 import {
   AuthProblem,
   CreativeMemoryClient,
+  LogDamagedProblem,
   NotFoundProblem,
   ProblemError,
   ServerProblem,
@@ -382,9 +383,10 @@ describe("the client against a live daemon", () => {
         [[`line ${damaged}`, "unreadable"]],
       );
       await assert.rejects(client.forget("color", "teal", { projectId: PROJECT }), (err: unknown) => {
-        assert.ok(err instanceof ServerProblem);
+        assert.ok(err instanceof LogDamagedProblem && err instanceof ServerProblem);
         assert.equal(err.status, 500);
         assert.ok(err.correlationId);
+        assert.equal(err.type, "urn:creative-memory:problem:log-damaged");
         return true;
       });
       const repaired = await client.repair({ confirm: true });

@@ -9,7 +9,8 @@ are not events dropped (first written, on request, to a file the caller names, s
 is lost that the person wants back), edited events kept as they read now and chained
 again, events out of order numbered on. Like an erasure, it starts a new generation,
 deletes every derived artefact and derives again; unlike one, it erases nothing that was
-an event, and its note says so. A healthy log is left as it is.
+an event, and its note says so. A healthy log is left as it is. An export verifies the
+chain of what it read here too (:func:`verified_checksum`).
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from creative_memory.engine.errors import CreativeMemoryError, ValidationError
+from creative_memory.engine.errors import CreativeMemoryError, LogDamaged, ValidationError
 from creative_memory.engine.events import validate_user_id
-from creative_memory.engine.logcheck import Examined, LogProblem, RawLog, examine
+from creative_memory.engine.logcheck import REPAIR_HINT, Examined, LogProblem, RawLog, examine
+from creative_memory.engine.portability.archive import decode_archive
 from creative_memory.storage.files.fsutil import atomic_write
 
 if TYPE_CHECKING:
@@ -99,3 +101,15 @@ def _settings_problems(store: MemoryStore, user_id: str) -> list[LogProblem]:
     except (CreativeMemoryError, ValidationError) as exc:
         return [LogProblem(where="settings", kind="settings", detail=str(exc))]
     return []
+
+
+def verified_checksum(archive: bytes) -> str:
+    """The checksum of an archive just encoded from the stored log, decoding it again:
+    that verifies the log's hash chain (what was read is what was written). A chain that
+    does not verify is the stored log's damage, not the caller's input."""
+    try:
+        return decode_archive(archive).checksum
+    except ValidationError as exc:
+        raise LogDamaged(
+            f"the event log was altered outside creative-memory: {exc}; {REPAIR_HINT}"
+        ) from exc

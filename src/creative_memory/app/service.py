@@ -34,6 +34,7 @@ from creative_memory.app.migration import MigrateResult, migrate_prototype
 from creative_memory.app.paths import read_file
 from creative_memory.app.repair import check as check_log
 from creative_memory.app.repair import repair as repair_log
+from creative_memory.app.repair import verified_checksum
 from creative_memory.app.results import (
     CheckResult,
     DerivationInfo,
@@ -61,7 +62,6 @@ from creative_memory.engine.errors import Conflict, NotFound, StorageError, Vali
 from creative_memory.engine.events import validate_project_id, validate_user_id
 from creative_memory.engine.explain import Explanation
 from creative_memory.engine.ids import bucket_of_scope
-from creative_memory.engine.logcheck import REPAIR_HINT
 from creative_memory.engine.models import DecayResult, RetrievalResult
 from creative_memory.engine.portability.archive import decode_archive, encode_archive
 from creative_memory.engine.prompt import (
@@ -359,12 +359,7 @@ class MemoryService:
         """The user's archive (raw events and settings, checksummed) and what it holds."""
         events = self.store.events(user_id)
         data = encode_archive(user_id, self.store.get_settings(user_id), events)
-        try:  # decoding verifies the log's hash chain: what was read is what was written
-            checksum = decode_archive(data).checksum
-        except ValidationError as exc:  # the stored log, not the caller's input
-            raise StorageError(
-                f"the event log was altered outside creative-memory: {exc}; {REPAIR_HINT}"
-            ) from exc
+        checksum = verified_checksum(data)
         stamp = datetime.fromtimestamp(self.store.now_ms() / 1000, UTC).strftime("%Y%m%d")
         return data, ExportResult(
             user_id=user_id,

@@ -48,6 +48,12 @@ class StorageError(CreativeMemoryError):
     """The storage backend could not complete an operation (nothing was written)."""
 
 
+class LogDamaged(StorageError):
+    """A user's stored log was changed outside creative-memory (a line that is not an
+    event, an edited event, a header that does not load): a check says what, a repair
+    mends it (docs/storage.md, "Check and repair")."""
+
+
 _AT = re.compile(r" - at `\$\.?(?P<path>[^`]*)`$")
 _NAMED = re.compile(r"^Object (?:missing required|contains unknown) field `(?P<name>[^`]+)`")
 

@@ -1,7 +1,9 @@
 """Errors as RFC 9457 problem documents, and the one mapping from exceptions to them
 (docs/http.md, "Errors"): ``ValidationError`` → 422 naming ``field``, ``NotFound`` → 404,
 ``Conflict`` → 409, anything else (``StorageError``, a bare ``ValueError``, a bug) → 500 with
-a correlation id that is logged with the traceback; the body never carries internal detail."""
+a correlation id that is logged with the traceback; the body never carries internal detail.
+A damaged log (``LogDamaged``) is a 500 of its own type, ``log-damaged``, saying how to mend
+it."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from creative_memory.app.service import Conflict, NotFound, StorageError, ValidationError
+from creative_memory.engine.errors import LogDamaged
 from creative_memory.http.jsonlog import log_event, route_template
 
 PROBLEM: Final = "application/problem+json"
@@ -127,6 +130,16 @@ def internal_error(route: str, exc: BaseException) -> Problem:
     cid = secrets.token_hex(8)
     event = "storage_error" if isinstance(exc, StorageError) else "unhandled_error"
     log_event(logging.ERROR, event, exc=exc, path=route, correlation_id=cid)
+    if isinstance(exc, LogDamaged):  # the person can mend it: say how, still nothing internal
+        return Problem(
+            500,
+            "Memory damaged",
+            "the stored memory was changed outside creative-memory: GET /api/v1/check lists "
+            'what is wrong, POST /api/v1/repair mends it (docs/storage.md, "Check and '
+            f"repair\"); the daemon's log has the details under correlation id {cid}",
+            slug="log-damaged",
+            extra={"correlation_id": cid},
+        )
     return Problem(
         500,
         "Internal error",

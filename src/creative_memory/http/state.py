@@ -50,6 +50,7 @@ WEB_FILES: Final = {
     "why.js": "text/javascript; charset=utf-8",
     "history.js": "text/javascript; charset=utf-8",
     "derivation.js": "text/javascript; charset=utf-8",
+    "repair.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
 }
 

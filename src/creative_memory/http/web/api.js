@@ -1,5 +1,5 @@
 // Talking to /api/v1: every request carries X-Requested-With (the daemon's CSRF check) and the
-// session cookie; a refusal is thrown as an Error with the problem's detail.
+// session cookie; a refusal is thrown as an Error with the problem's detail (and its type).
 
 import { state } from "./state.js";
 import { $ } from "./dom.js";
@@ -25,7 +25,9 @@ export async function parse(res) {
     }
     const detail = data && data.detail ? data.detail : res.statusText;
     const field = data && data.field ? ` (${data.field})` : "";
-    throw new Error(`${detail}${field}`);
+    const err = new Error(`${detail}${field}`);
+    err.type = data && data.type ? data.type : ""; // the problem type (dom.js, fail)
+    throw err;
   }
   return data;
 }

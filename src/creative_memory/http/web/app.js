@@ -20,6 +20,7 @@ import { act, exportArchive, confirmReplace, importWords, resetWords } from "./a
 import { closeWhy } from "./why.js";
 import { sliderLabel, travel, stepForward, slid } from "./history.js";
 import { previewSwitch, askSwitch, doSwitch } from "./derivation.js";
+import { wireRepair } from "./repair.js";
 
 const POLL_MS = 5000;
 
@@ -124,6 +125,7 @@ function wire() {
       res = await api("POST", "/api/v1/reset", { confirm: true, scope: chosen.scope });
     }, () => resetWords(chosen, res), () => $("reset"));
   });
+  wireRepair();
   $("derivation-preview").addEventListener("click", previewSwitch);
   $("derivation-switch").addEventListener("click", (ev) => {
     if (state.change) askSwitch(state.change.to_version, ev.currentTarget);
@@ -166,7 +168,8 @@ function wire() {
   $("history-now").addEventListener("click", () => travel(null, () => $("history-seq")));
   $("past-now").addEventListener("click", () => travel(null, () => $("h-inspector")));
   // Nothing is redrawn behind an open dialog or a queued action (they refresh after).
-  const idle = () => !document.hidden && !state.busy && !dialog.open && !switchDialog.open;
+  const idle = () => !document.hidden && !state.busy && !dialog.open && !switchDialog.open &&
+    !$("repair-dialog").open;
   document.addEventListener("visibilitychange", () => {
     if (idle()) refresh(false);
   });

@@ -8,8 +8,12 @@ export function show(msg) {
   $("status").textContent = msg;
 }
 
+// The problem type of a damaged stored log: failing with it also shows the Repair card.
+export const LOG_DAMAGED = "urn:creative-memory:problem:log-damaged";
+
 export function fail(err) {
   $("error").textContent = err && err.message ? err.message : String(err);
+  if (err && err.type === LOG_DAMAGED) document.dispatchEvent(new CustomEvent("log-damaged"));
 }
 
 export function el(tag, text, attrs) {

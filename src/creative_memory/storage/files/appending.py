@@ -14,7 +14,7 @@ from typing import BinaryIO
 import msgspec
 
 from creative_memory.engine.erasure_notes import ErasureNote
-from creative_memory.engine.errors import StorageError
+from creative_memory.engine.errors import LogDamaged, StorageError
 from creative_memory.engine.events import CHAIN_GENESIS, decode_event
 from creative_memory.engine.logcheck import REPAIR_HINT
 from creative_memory.storage.files.fsutil import fsync_dir
@@ -48,7 +48,7 @@ def decode_header(line: bytes, path: Path) -> LogHeader:
     try:
         return _header_decoder.decode(line)
     except msgspec.DecodeError as exc:
-        raise StorageError(f"{path}: bad log header ({exc}); {REPAIR_HINT}") from exc
+        raise LogDamaged(f"{path}: bad log header ({exc}); {REPAIR_HINT}") from exc
 
 
 def prepare_tail(fd: int, path: Path) -> tuple[int, str, str]:

@@ -13,7 +13,7 @@ from typing import BinaryIO
 import msgspec
 
 from creative_memory.engine.erasure_notes import ErasureNote, remember
-from creative_memory.engine.errors import StorageError
+from creative_memory.engine.errors import LogDamaged, StorageError
 from creative_memory.engine.events import Event, decode_event, decode_event_lines
 from creative_memory.engine.logcheck import REPAIR_HINT, RawLine, RawLog, highest_handed_out
 from creative_memory.storage.files.appending import LogHeader, decode_header
@@ -29,7 +29,7 @@ def decode_lines(data: bytes, path: Path, first_lineno: int) -> list[Event]:
         try:
             events.append(decode_event(line))
         except msgspec.DecodeError as exc:
-            raise StorageError(
+            raise LogDamaged(
                 f"{path}: line {first_lineno + i} is not a valid event ({exc}); {REPAIR_HINT}"
             ) from exc
     return events

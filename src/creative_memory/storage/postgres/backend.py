@@ -10,7 +10,7 @@ import msgspec
 import psycopg
 
 from creative_memory.engine.erasure_notes import ErasureNote, remember
-from creative_memory.engine.errors import StorageError
+from creative_memory.engine.errors import LogDamaged, StorageError
 from creative_memory.engine.events import (
     CHAIN_GENESIS,
     Event,
@@ -77,7 +77,7 @@ class PostgresStorage:
         try:
             return decode_event(line)
         except msgspec.DecodeError as exc:
-            raise StorageError(
+            raise LogDamaged(
                 f"{self._db.described}: user {user_id} event seq {seq} is not a valid event "
                 f"({exc}); {REPAIR_HINT}"
             ) from exc
@@ -204,7 +204,7 @@ class PostgresStorage:
         try:
             return _notes_decoder.decode(text or "[]")
         except msgspec.DecodeError as exc:
-            raise StorageError(
+            raise LogDamaged(
                 f"{self._db.described}: unreadable erasure notes of user {user_id} ({exc})"
             ) from exc
 

@@ -1,0 +1,82 @@
+// A damaged log (a 500 of type log-damaged, dom.js): what a check finds, shown in the Repair
+// card, and the repair itself, asked for in a dialog (docs/daemon.md, "The Settings → Memory
+// page").
+
+import { $, el } from "./dom.js";
+import { api } from "./api.js";
+import { act } from "./actions.js";
+import { plural } from "./words.js";
+
+const KIND = {
+  unreadable: "not an event",
+  altered: "edited outside creative-memory",
+  out_of_order: "out of order",
+  header: "bad header",
+  settings: "settings do not load",
+};
+
+// One check at a time: failures of several requests at once ask once.
+let checking = null;
+export function showDamage() {
+  if (!checking) {
+    checking = api("GET", "/api/v1/check").then(render, () => {}).finally(() => {
+      checking = null;
+    });
+  }
+  return checking;
+}
+
+// The card shows the problems a check found (text only), or hides when there are none.
+function render(found) {
+  const card = $("repair-card");
+  if (found.healthy) {
+    card.hidden = true;
+    return;
+  }
+  const log = found.problems.filter((p) => p.kind !== "settings");
+  $("repair-problems").replaceChildren(...found.problems.map((p) =>
+    el("li", `${p.where}: ${KIND[p.kind] || p.kind} — ${p.detail}`)));
+  $("repair-summary").textContent = `${plural(found.events, "event", "events")} still ` +
+    "read as they should. " + (log.length
+    ? "Repair keeps them all and drops only what is not an event."
+    : "The settings do not load: a repair leaves them; Reset (everything) writes the defaults.");
+  $("repair").hidden = !log.length;
+  const dropped = log.filter((p) => p.kind === "unreadable").length;
+  $("repair-text").textContent = (dropped
+    ? `This drops ${plural(dropped, "line", "lines")} that ${dropped === 1 ? "is" : "are"} ` +
+      "not an event, for good (the page cannot keep a copy: “creative-memory repair " +
+      "--confirm --save-dropped FILE” can). "
+    : "") + "Edited events are kept as they read now, and the log is chained again.";
+  const was = card.hidden;
+  card.hidden = false;
+  if (was) $("h-repair").focus();
+}
+
+// What a repair did, as the CLI says it.
+export function repairWords(res) {
+  if (!res) return "";
+  if (!res.repaired) return "Nothing to repair: the log is healthy.";
+  const edited = res.problems.filter((p) => p.kind === "altered").length;
+  return `Repaired the log: ${plural(res.events_dropped, "line", "lines")} dropped, ` +
+    `${plural(edited, "edited event", "edited events")} kept as read, ` +
+    `${plural(res.events_renumbered, "event", "events")} numbered anew; ` +
+    `${plural(res.events_kept, "event", "events")} kept.`;
+}
+
+export function wireRepair() {
+  document.addEventListener("log-damaged", () => showDamage());
+  const dialog = $("repair-dialog");
+  $("repair").addEventListener("click", () => {
+    dialog.showModal();
+    $("repair-cancel").focus();
+  });
+  $("repair-cancel").addEventListener("click", () => dialog.close());
+  $("repair-confirm").addEventListener("click", () => {
+    dialog.close();
+    let res;
+    act(async () => {
+      res = await api("POST", "/api/v1/repair", { confirm: true });
+      render(await api("GET", "/api/v1/check"));
+    }, () => repairWords(res), () => $("h-inspector"));
+  });
+}

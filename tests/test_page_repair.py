@@ -1,0 +1,71 @@
+"""The Settings → Memory page on a damaged log, in headless Chromium (docs/daemon.md, "The
+Settings → Memory page"; docs/storage.md, "Check and repair"): an action that fails on the
+damage shows the Repair card with what a check finds; its dialog says what a repair drops;
+the repair mends the log, the card goes, and the action works again.
+
+Uses the daemon and Chromium of tests/test_server_browser.py (skipped without them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+
+from tests import test_server_browser as base
+from tests.test_server_browser import row
+from tests.test_server_browser_fixes import Site, site
+
+with contextlib.suppress(ImportError):  # skipped without it (pytestmark)
+    from playwright.sync_api import expect
+
+pytestmark = [pytest.mark.slow, base.pytestmark]
+
+daemon = base.daemon
+browser = base.browser
+__all__ = ["site"]  # the fixture, shared
+
+
+def damage(site: Site, lineno: int, line: bytes) -> bytes:
+    """Replace line ``lineno`` (1: the header) of the user's log by ``line``; the log."""
+    log = site.daemon.root / "default" / "events.jsonl"
+    lines = log.read_bytes().split(b"\n")
+    lines[lineno - 1] = line
+    log.write_bytes(b"\n".join(lines))
+    return log.read_bytes()
+
+
+def test_a_damaged_log_shows_the_repair_card_and_a_repair_mends_it(site: Site) -> None:
+    page = site.page
+    expect(page.locator("#repair-card")).to_be_hidden()
+    # the second event, as text that would be markup if the page made HTML of it
+    damaged = damage(site, 3, b'{"kind":"signal","<b>oops</b>"')
+    page.on("dialog", lambda d: d.accept())  # Forget asks first
+    row(page, "serif_headings").get_by_role("button", name="Forget").click()
+    expect(page.locator("#error")).to_contain_text("GET /api/v1/check")
+    expect(page.locator("#repair-card")).to_be_visible()
+    items = page.locator("#repair-problems li")
+    expect(items).to_have_count(1)
+    expect(items).to_contain_text("line 3: not an event")
+    expect(page.locator("#repair-problems b")).to_have_count(0)
+    expect(page.locator("#repair-summary")).to_contain_text("7 events still read")
+    expect(page.locator("#h-repair")).to_be_focused()
+    assert (site.daemon.root / "default" / "events.jsonl").read_bytes() == damaged  # a check
+
+    page.click("#repair")
+    expect(page.locator("#repair-text")).to_contain_text("drops 1 line that is not an event")
+    page.click("#repair-cancel")
+    assert not site.api("GET", "/api/v1/check").json()["healthy"]  # cancelled: nothing done
+
+    page.click("#repair")
+    page.click("#repair-confirm")
+    expect(page.locator("#status")).to_contain_text(
+        "Repaired the log: 1 line dropped, 0 edited events kept as read, 0 events numbered "
+        "anew; 7 events kept."
+    )
+    expect(page.locator("#repair-card")).to_be_hidden()
+    assert site.bodies("/api/v1/repair") == [{"confirm": True}]
+    assert site.api("GET", "/api/v1/check").json()["healthy"] is True
+    row(page, "serif_headings").get_by_role("button", name="Forget").click()
+    expect(page.locator("#status")).to_contain_text("Forgot")
+    expect(page.locator("#error")).to_be_empty()
