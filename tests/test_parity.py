@@ -126,6 +126,14 @@ def ok(**data: Any) -> Outcome:
     return Outcome("ok", None, tuple(sorted(data.items())))
 
 
+def check_data(doc: dict[str, Any]) -> dict[str, Any]:
+    """What a check or a repair found and did, to compare."""
+    keys = ("healthy", "events", "repaired", "events_kept", "events_dropped")
+    data = {k: doc[k] for k in keys if k in doc}
+    data["problems"] = [(p["where"], p["kind"]) for p in doc["problems"]]
+    return data
+
+
 def point_of(args: dict[str, Any]) -> dict[str, Any]:
     """The ``at_seq`` / ``as_of`` a case asks for (both may be given: the service refuses)."""
     return {k: args[k] for k in ("at_seq", "as_of") if k in args}
@@ -215,6 +223,11 @@ def run_lib(root: Path, case: Case) -> Outcome:
         elif op == "forget":
             n = store.forget(U, a["type"], a["pattern"], project_id=a.get("project"))
             data["removed"] = n
+        elif op == "check":  # the service only (docs/storage.md, "Check and repair")
+            data.update(check_data(msgspec.to_builtins(MemoryService(store).check(U))))
+        elif op == "repair":
+            repaired = MemoryService(store).repair(U, confirm=a.get("confirm", True))
+            data.update(check_data(msgspec.to_builtins(repaired)))
         elif op == "reset":
             store.reset_memory(U, a["scope"])  # returns nothing: no count to compare
         elif op == "export":
@@ -267,6 +280,10 @@ def cli_args(root: Path, case: Case) -> tuple[list[str], bytes | None]:
         args = ["forget", a["type"], a["pattern"], *project]
     elif op == "reset":
         args = ["reset", "--scope", a["scope"], *(["--confirm"] if a.get("confirm", True) else [])]
+    elif op == "check":
+        args = ["check"]
+    elif op == "repair":
+        args = ["repair", *(["--confirm"] if a.get("confirm", True) else [])]
     elif op == "export":
         args = ["export", "--to", str(root.parent / "out.json")]
     elif op == "import":
@@ -314,6 +331,8 @@ def doc_data(case: Case, doc: dict[str, Any]) -> dict[str, Any]:
         data["changed"] = doc["changed"]
     elif case.op == "preview":
         data.update(preview_data(doc))
+    elif case.op in ("check", "repair"):
+        data.update(check_data(doc))
     data.update(point_data(doc))
     return data
 
@@ -371,6 +390,10 @@ def http_request(case: Case) -> tuple[str, str, dict[str, Any]]:
     if op == "reset":
         body = {"confirm": a.get("confirm", True), "scope": a["scope"]}
         return "POST", "/api/v1/reset", {"json": body}
+    if op == "check":
+        return "GET", "/api/v1/check", {}
+    if op == "repair":
+        return "POST", "/api/v1/repair", {"json": {"confirm": a.get("confirm", True)}}
     if op == "export":
         return "GET", "/api/v1/export", {}
     if op == "import":
@@ -609,6 +632,17 @@ CASES: list[Case] = [
         "invalid",
         {"*": "archive"},
     ),
+    # check and repair (a "damage" case: that line of the seeded log is not an event)
+    Case("check a healthy memory", "check"),
+    Case("repair a healthy memory", "repair"),
+    Case("repair a damaged memory", "repair", {"damage": 3}),
+    Case(
+        "repair without confirm",
+        "repair",
+        {"damage": 3, "confirm": False},
+        "invalid",
+        {"*": "confirm"},
+    ),
     # ingest
     Case(
         "ingest two events",
@@ -843,6 +877,16 @@ def stored(root: Path) -> tuple[bytes, bytes]:
         store.close()
 
 
+def log_bytes(root: Path) -> tuple[bytes, bytes]:
+    """What a surface must not change when it fails, for a log that does not read: its
+    bytes and the settings file's."""
+    user = root / U
+    settings = user / "settings.json"
+    return (user / "events.jsonl").read_bytes(), (
+        settings.read_bytes() if settings.exists() else b""
+    )
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _cleanup() -> Iterator[None]:
     import shutil
@@ -865,10 +909,16 @@ def test_every_surface_gives_the_same_answer(tmp_path: Path, case: Case) -> None
     for surface in case.surfaces:
         root = tmp_path / surface / "mem"
         seed(root)
-        before = stored(root)
+        if "damage" in case.args:
+            log = root / U / "events.jsonl"
+            lines = log.read_bytes().split(b"\n")
+            lines[case.args["damage"]] = b'{"kind": "signal", "damaged": true}'
+            log.write_bytes(b"\n".join(lines))
+        before = log_bytes(root) if "damage" in case.args else stored(root)
         outcome = RUNNERS[surface](root, case)
         if outcome.kind != "ok":
-            assert stored(root) == before, f"{surface} wrote something on failure"
+            now = log_bytes(root) if "damage" in case.args else stored(root)
+            assert now == before, f"{surface} wrote something on failure"
         outcomes[surface] = outcome
     kinds = {s: o.kind for s, o in outcomes.items()}
     assert set(kinds.values()) == {case.expect}, kinds
