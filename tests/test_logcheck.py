@@ -239,9 +239,11 @@ def test_dropped_lines_are_saved_first_or_nothing_is_repaired(
     service = MemoryService(MemoryStore(root, derivation_version="1", clock=ManualClock()))
     log = root / USER / "events.jsonl"
     before = log.read_bytes()
-    with pytest.raises(ValidationError) as refused:
-        service.repair(USER, confirm=True, save_dropped=tmp_path / "missing" / "x")
-    assert refused.value.field == "save_dropped"
+    for wrong in (tmp_path / "missing" / "x", tmp_path, root / "dropped.jsonl", root / USER / "x"):
+        with pytest.raises(ValidationError) as refused:
+            service.repair(USER, confirm=True, save_dropped=wrong)
+        assert refused.value.field == "save_dropped"
+    assert log.read_bytes() == before
 
     def failing(path: Path, data: bytes) -> None:
         raise OSError(28, "No space left on device", str(path))
@@ -376,3 +378,24 @@ def test_a_full_reset_does_not_hand_out_a_destroyed_last_lines_number(tmp_path: 
     fresh.reset_memory(USER)
     fresh.ingest_signal(USER, AFTER)
     assert [e.seq for e in fresh.events(USER)] == [6]
+
+
+def test_problems_are_listed_in_the_logs_order() -> None:
+    lines = chained(6)
+    lines[4] = lines[4].replace(b'"seq":5', b'"seq":1')  # edited, and out of order
+    lines[5] = b"junk"
+    raw = RawLog(
+        generation="g",
+        floor=0,
+        notes=[],
+        header_problem="bad log header (test)",
+        lines=[RawLine(where=f"line {i + 2}", seq=None, data=b) for i, b in enumerate(lines)],
+    )
+    found = examine(raw)
+    assert [(p.where, p.kind) for p in found.problems] == [
+        ("header", "header"),
+        ("line 6", "altered"),
+        ("line 6", "out_of_order"),
+        ("line 7", "unreadable"),
+    ]
+    assert [e.seq for e in found.events] == [1, 2, 3, 4, 7]  # lines 6 and 7 had 5 and 6

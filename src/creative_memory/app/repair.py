@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from creative_memory.app.hosting import is_local
 from creative_memory.engine.errors import CreativeMemoryError, LogDamaged, ValidationError
 from creative_memory.engine.events import validate_user_id
 from creative_memory.engine.logcheck import REPAIR_HINT, Examined, LogProblem, RawLog, examine
@@ -47,7 +48,7 @@ def repair(
     does not touch). ``save_dropped``: a file the lines a repair drops are written to
     first (only when it drops any); if that write fails, nothing is repaired."""
     validate_user_id(user_id)
-    target = None if save_dropped is None else _target(save_dropped)
+    target = None if save_dropped is None else _target(store, save_dropped)
     found: list[Examined] = []
     saved: list[Path] = []
 
@@ -80,8 +81,9 @@ def _dropped(raw: RawLog, examined: Examined) -> list[bytes]:
     return [line.data for line in raw.lines if line.where in unreadable]
 
 
-def _target(path: str | os.PathLike[str]) -> Path:
-    """The file the dropped lines go to: not a directory, in a directory that exists."""
+def _target(store: MemoryStore, path: str | os.PathLike[str]) -> Path:
+    """The file the dropped lines go to: not a directory, in a directory that exists, and
+    not inside a file store's root (a copy there would outlive every later erasure)."""
     if not str(path):
         raise ValidationError("save_dropped", "an empty path")
     target = Path(path)
@@ -89,6 +91,12 @@ def _target(path: str | os.PathLike[str]) -> Path:
         raise ValidationError("save_dropped", f"{target} is a directory")
     if not target.parent.is_dir():
         raise ValidationError("save_dropped", f"directory {target.parent} does not exist")
+    if is_local(store) and target.resolve().is_relative_to(Path(store.root).resolve()):
+        raise ValidationError(
+            "save_dropped",
+            f"{target} is inside the memory's own directory {store.root}: what is dropped "
+            "would stay in the store; choose a place outside it",
+        )
     return target
 
 

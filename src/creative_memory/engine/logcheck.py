@@ -115,6 +115,8 @@ def examine(raw: RawLog) -> Examined:
         decoded.append((line, event))
     events, renumbered = _in_order(decoded, top, problems)
     floor = max([top, *(event.seq for event in events)])
+    at = {line.where: i for i, line in enumerate(raw.lines)}  # in the log's order (stable)
+    problems.sort(key=lambda p: at.get(p.where, -1))
     return Examined(
         problems=problems,
         events=events,
