@@ -399,3 +399,23 @@ def test_problems_are_listed_in_the_logs_order() -> None:
         ("line 7", "unreadable"),
     ]
     assert [e.seq for e in found.events] == [1, 2, 3, 4, 7]  # lines 6 and 7 had 5 and 6
+
+
+def test_erasure_notes_that_do_not_load_are_written_anew_on_postgres(pg_url: str) -> None:
+    """On PostgreSQL the user's row stands for a file's header: notes that no longer
+    decode are a ``header`` problem, and a repair writes them anew."""
+    import psycopg
+
+    store = MemoryStore(pg_url, derivation_version="1", clock=ManualClock())
+    teach(store, 4)
+    store.forget(USER, "color", "p1")  # a first erasure: the user has notes
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE cm_users SET erasures = '{\"oops\": 1}' WHERE user_id = %s", (USER,))
+    service = MemoryService(MemoryStore(pg_url, derivation_version="1", clock=ManualClock()))
+    with pytest.raises(StorageError, match="unreadable erasure notes"):
+        service.forget(USER, "color", "p2")
+    assert [p.kind for p in service.check(USER).problems] == ["header"]
+    assert service.repair(USER, confirm=True).repaired
+    assert service.check(USER).healthy
+    assert service.forget(USER, "color", "p2").events_removed > 0
+    store.close()

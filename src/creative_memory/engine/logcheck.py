@@ -12,9 +12,9 @@ creative-memory (a hand edit, disk damage, a restore gone wrong):
 * ``out_of_order`` — an event whose ``seq`` is not above the one before it: it and every
   event after it are numbered on after the highest number the log shows, in their order.
 
-and two more: ``header`` — the file's first line does not decode (a repair writes a new
-one; the erasure notes it held are lost) — and ``settings``, found by the caller, which a
-repair leaves as they are.
+and two more: ``header`` — the file's first line (a table's erasure notes) does not decode
+(a repair writes a new one; the erasure notes it held are lost) — and ``settings``, found by
+the caller, which a repair leaves as they are.
 
 Nothing a repair writes reuses a ``seq``: the new floor is the highest number the header,
 any line (readable or not) or any event shows — a line that does not decode counting as

@@ -174,17 +174,24 @@ class PostgresStorage:
         ).fetchone()
         if row is None or row[0] is None:
             return None
+        problem = None
         try:
             notes: list[ErasureNote] | None = self._notes(user_id, row[2])
-        except StorageError:
-            notes = None
+        except StorageError as exc:  # a repair writes them anew, as a file's new header
+            notes, problem = None, str(exc)
         rows = conn.execute(
             "SELECT seq, line FROM cm_events WHERE user_id = %s ORDER BY seq",
             (user_id,),
             binary=True,
         ).fetchall()
         lines = [RawLine(where=f"seq {seq}", seq=int(seq), data=bytes(line)) for seq, line in rows]
-        return RawLog(generation=str(row[0]), floor=int(row[1]), notes=notes, lines=lines)
+        return RawLog(
+            generation=str(row[0]),
+            floor=int(row[1]),
+            notes=notes,
+            header_problem=problem,
+            lines=lines,
+        )
 
     def repair(self, user_id: str, decide: RepairDecision) -> None:
         """In one transaction holding the user's lock: the log read undecoded, replaced by
