@@ -1,7 +1,8 @@
 """The Settings → Memory page on a damaged log, in headless Chromium (docs/daemon.md, "The
 Settings → Memory page"; docs/storage.md, "Check and repair"): an action that fails on the
 damage shows the Repair card with what a check finds; its dialog says what a repair drops;
-the repair mends the log, the card goes, and the action works again.
+the repair mends the log, the card goes, and the action works again. "Check the stored
+memory" asks at any time: healthy, or the same card.
 
 Uses the daemon and Chromium of tests/test_server_browser.py (skipped without them).
 """
@@ -9,6 +10,7 @@ Uses the daemon and Chromium of tests/test_server_browser.py (skipped without th
 from __future__ import annotations
 
 import contextlib
+import re
 
 import pytest
 
@@ -69,3 +71,28 @@ def test_a_damaged_log_shows_the_repair_card_and_a_repair_mends_it(site: Site) -
     row(page, "serif_headings").get_by_role("button", name="Forget").click()
     expect(page.locator("#status")).to_contain_text("Forgot")
     expect(page.locator("#error")).to_be_empty()
+
+
+def test_check_says_healthy_or_shows_the_card(site: Site) -> None:
+    page = site.page
+    page.click("#check")
+    expect(page.locator("#status")).to_have_text("The stored memory is healthy: 8 events.")
+    expect(page.locator("#repair-card")).to_be_hidden()
+    log = site.daemon.root / "default" / "events.jsonl"
+    lines = log.read_bytes().split(b"\n")
+    lines[4] = lines[4].replace(b'"serif_headings"', b'"sans_headings"')  # edited: an event
+    log.write_bytes(b"\n".join(lines))
+    page.click("#check")
+    expect(page.locator("#status")).to_have_text("The stored memory has 1 problem: see above.")
+    expect(page.locator("#repair-problems li")).to_have_text(
+        [re.compile(r"^line 5: edited outside creative-memory — ")]
+    )
+    expect(page.locator("#h-repair")).to_be_focused()
+    page.click("#repair")
+    expect(page.locator("#repair-text")).to_have_text(
+        "Edited events are kept as they read now, and the log is chained again."
+    )
+    page.click("#repair-confirm")
+    expect(page.locator("#status")).to_contain_text("1 edited event kept as read")
+    expect(page.locator("#repair-card")).to_be_hidden()
+    assert site.api("GET", "/api/v1/export").status_code == 200  # the chain verifies again

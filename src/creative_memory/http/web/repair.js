@@ -65,6 +65,17 @@ export function repairWords(res) {
 
 export function wireRepair() {
   document.addEventListener("log-damaged", () => showDamage());
+  // asked for: the answer is said either way (the card shows what is wrong)
+  $("check").addEventListener("click", () => {
+    let found;
+    act(async () => {
+      found = await api("GET", "/api/v1/check");
+      render(found);
+    }, () => (found.healthy
+      ? `The stored memory is healthy: ${plural(found.events, "event", "events")}.`
+      : `The stored memory has ${plural(found.problems.length, "problem", "problems")}: ` +
+        "see above."), () => (found && !found.healthy ? $("h-repair") : $("check")), true);
+  });
   const dialog = $("repair-dialog");
   $("repair").addEventListener("click", () => {
     dialog.showModal();
