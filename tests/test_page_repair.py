@@ -15,6 +15,7 @@ import re
 import pytest
 
 from tests import test_server_browser as base
+from tests.test_page_layout import axe_violations
 from tests.test_server_browser import row
 from tests.test_server_browser_fixes import Site, site
 
@@ -88,7 +89,12 @@ def test_check_says_healthy_or_shows_the_card(site: Site) -> None:
         [re.compile(r"^line 5: edited outside creative-memory — ")]
     )
     expect(page.locator("#h-repair")).to_be_focused()
+    for scheme in ("light", "dark"):  # the card as accessible as the rest of the page
+        page.emulate_media(color_scheme=scheme)  # type: ignore[arg-type]
+        assert axe_violations(page) == [], scheme
+    page.emulate_media(color_scheme="light")
     page.click("#repair")
+    assert axe_violations(page) == [], "dialog open"
     expect(page.locator("#repair-text")).to_have_text(
         "Edited events are kept as they read now, and the log is chained again."
     )
