@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -419,3 +421,34 @@ def test_erasure_notes_that_do_not_load_are_written_anew_on_postgres(pg_url: str
     assert service.check(USER).healthy
     assert service.forget(USER, "color", "p2").events_removed > 0
     store.close()
+
+
+def test_an_append_during_a_repair_lands_after_it(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A repair reads, decides and writes in one critical section: another store's append
+    (another process, another replica) that comes while it decides waits for it, then
+    lands in the repaired log — not in the old one, which the repair would replace."""
+    store = backend.store()
+    teach(store, 6)
+    damage(backend, 3, b"junk")
+    repairing = MemoryService(backend.store())
+    other = backend.store()
+    deciding = threading.Event()
+
+    def slow(raw: RawLog) -> Any:
+        deciding.set()
+        time.sleep(0.5)
+        return examine(raw)
+
+    monkeypatch.setattr("creative_memory.app.repair.examine", slow)
+    done: list[Any] = []
+    worker = threading.Thread(target=lambda: done.append(repairing.repair(USER, confirm=True)))
+    worker.start()
+    assert deciding.wait(10)
+    other.ingest_signal(USER, AFTER)
+    worker.join(10)
+    assert done and done[0].events_dropped == 1
+    monkeypatch.undo()
+    assert [e.seq for e in backend.store().events(USER)] == [1, 2, 4, 5, 6, 7]
+    assert MemoryService(backend.store()).check(USER).healthy
