@@ -112,6 +112,7 @@ def test_a_healthy_log_checks_healthy_and_a_repair_leaves_it_as_it_is(site: Site
         "events_dropped": 0,
         "events_renumbered": 0,
         "dropped_saved_to": None,
+        "settings_rewritten": False,
         "problems": [],
     }
     assert site.backend.dump() == before
@@ -153,6 +154,7 @@ def test_a_damaged_log_is_listed_refused_and_repaired(
         "events_dropped": 1,
         "events_renumbered": 0,
         "dropped_saved_to": None,  # HTTP saves nothing: the body cannot name a file
+        "settings_rewritten": False,
         "problems": found["problems"],
     }
     logged = [getattr(rec, "fields", {}) for rec in caplog.records]

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from creative_memory import MemoryStore, StorageError, ValidationError
+from creative_memory import LogDamaged, MemoryStore, StorageError, ValidationError
 from creative_memory.app.service import MemoryService
 from creative_memory.cli.main import main
 from creative_memory.engine.events import (
@@ -205,22 +205,51 @@ def test_a_header_that_does_not_load_is_written_anew(tmp_path: Path) -> None:
     assert service.store.events(USER)[-1].seq == 41  # the floor the broken header still showed
 
 
-def test_settings_that_do_not_load_are_reported_and_left(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path, derivation_version="1", clock=ManualClock())
+def test_settings_that_do_not_load_are_written_anew_with_memory_off(backend: Backend) -> None:
+    """Settings that no longer decode keep every operation from running (each reads them).
+    What they said — memory off, a pause — cannot be read, so a repair writes them anew
+    with memory off: nothing is learned or injected behind the person's back, and no event
+    is lost (a full reset, the way back before, erased them all)."""
+    store = backend.store()
     teach(store, 3)
-    settings_file = tmp_path / USER / "settings.json"
-    settings_file.write_bytes(b"{not json")
-    service = MemoryService(MemoryStore(tmp_path, derivation_version="1", clock=ManualClock()))
+    store.set_memory_enabled(USER, True)
+    damage_settings(backend, b"{not json")
+    service = MemoryService(backend.store())
+    with pytest.raises(LogDamaged, match=r"unreadable settings.*repair --confirm"):
+        service.store.list_preferences(USER)
     found = service.check(USER)
     assert [(p.where, p.kind) for p in found.problems] == [("settings", "settings")]
     result = service.repair(USER, confirm=True)
-    assert not result.repaired and result.problems == found.problems
-    assert settings_file.read_bytes() == b"{not json"
-    # with the log damaged too, the log is repaired and the settings still left as they are
-    damage_files(tmp_path, 2, b"oops")
-    result = service.repair(USER, confirm=True)
-    assert result.repaired and [p.kind for p in result.problems] == ["unreadable", "settings"]
-    assert settings_file.read_bytes() == b"{not json"
+    assert (result.repaired, result.settings_rewritten, result.events_dropped) == (True, True, 0)
+    assert result.problems == found.problems
+    assert service.check(USER).healthy
+    view = service.settings(USER)
+    assert (view.memory_enabled, view.paused) == (False, False)
+    assert len(service.store.events(USER)) == 3
+    assert service.store.retrieve_for_injection(USER).positives == []  # memory is off
+    service.set_enabled(USER, True)
+    assert len(service.store.list_preferences(USER)) == 3
+    # with the log damaged too: both mended in one repair
+    damage_settings(backend, b"[]")
+    damage(backend, 2, b"oops")
+    again = MemoryService(backend.store()).repair(USER, confirm=True)
+    assert again.settings_rewritten and [p.kind for p in again.problems] == [
+        "unreadable",
+        "settings",
+    ]
+    assert MemoryService(backend.store()).check(USER).healthy
+
+
+def damage_settings(backend: Backend, data: bytes) -> None:
+    if backend.kind == "files":
+        (Path(backend.root) / USER / "settings.json").write_bytes(data)
+        return
+    import psycopg
+
+    with psycopg.connect(backend.root, autocommit=True) as conn:
+        # jsonb holds only JSON: a settings document of the wrong shape stands for damage
+        doc = data if data.startswith(b"[") else b'{"memory_enabled": "not a bool"}'
+        conn.execute("UPDATE cm_users SET settings = %s WHERE user_id = %s", (doc.decode(), USER))
 
 
 def damage_files(root: Path, seq: int, line: bytes) -> None:
@@ -452,3 +481,29 @@ def test_an_append_during_a_repair_lands_after_it(
     monkeypatch.undo()
     assert [e.seq for e in backend.store().events(USER)] == [1, 2, 4, 5, 6, 7]
     assert MemoryService(backend.store()).check(USER).healthy
+
+
+def test_settings_naming_an_unknown_version_are_left_and_derivation_use_mends_them(
+    tmp_path: Path,
+) -> None:
+    """Settings a newer release wrote (a derivation version this one does not know) are not
+    damage a repair may undo; choosing a known version is the way back, and works."""
+    store = MemoryStore(tmp_path, derivation_version="1", clock=ManualClock())
+    teach(store, 3)
+    service = MemoryService(store)
+    service.set_derivation_version(USER, "4")
+    settings_file = tmp_path / USER / "settings.json"
+    doc = json.loads(settings_file.read_bytes())
+    settings_file.write_text(json.dumps({**doc, "derivation_version": "99"}))
+    fresh = MemoryService(MemoryStore(tmp_path, derivation_version="1", clock=ManualClock()))
+    found = fresh.check(USER)
+    assert [(p.where, p.kind) for p in found.problems] == [("settings", "version")]
+    before = settings_file.read_bytes()
+    result = fresh.repair(USER, confirm=True)
+    assert not result.repaired and not result.settings_rewritten
+    assert settings_file.read_bytes() == before
+    update = fresh.set_derivation_version(USER, "5")
+    assert update.changed
+    assert fresh.check(USER).healthy
+    switch = fresh.store.get_settings(USER).derivation_history[-1]
+    assert (switch.previous, switch.version) == ("99", "5")

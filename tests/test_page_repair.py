@@ -90,7 +90,7 @@ def test_check_says_healthy_or_shows_the_card(site: Site) -> None:
     )
     expect(page.locator("#h-repair")).to_be_focused()
     for scheme in ("light", "dark"):  # the card as accessible as the rest of the page
-        page.emulate_media(color_scheme=scheme)  # type: ignore[arg-type]
+        page.emulate_media(color_scheme=scheme)
         assert axe_violations(page) == [], scheme
     page.emulate_media(color_scheme="light")
     page.click("#repair")
@@ -102,3 +102,22 @@ def test_check_says_healthy_or_shows_the_card(site: Site) -> None:
     expect(page.locator("#status")).to_contain_text("1 edited event kept as read")
     expect(page.locator("#repair-card")).to_be_hidden()
     assert site.api("GET", "/api/v1/export").status_code == 200  # the chain verifies again
+
+
+def test_settings_that_do_not_load_are_written_anew_with_memory_off(site: Site) -> None:
+    page = site.page
+    (site.daemon.root / "default" / "settings.json").write_bytes(b"{not json")
+    page.click("#refresh")  # every read needs the settings: the card comes up
+    expect(page.locator("#repair-problems li")).to_have_text(
+        [re.compile(r"^settings: settings do not load — ")]
+    )
+    page.click("#repair")
+    expect(page.locator("#repair-text")).to_have_text(
+        "The settings are written anew with memory off: turn it on again under Controls (a "
+        "pause, project switches and the derivation version are back to their defaults)."
+    )
+    page.click("#repair-confirm")
+    expect(page.locator("#status")).to_have_text("Settings written anew: memory is off.")
+    expect(page.locator("#repair-card")).to_be_hidden()
+    expect(page.locator("#memory-enabled")).not_to_be_checked()
+    assert site.events() == 8  # nothing of the memory went with them

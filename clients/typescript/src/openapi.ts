@@ -721,7 +721,7 @@ export interface components {
         LogProblem: {
             where: string;
             /** @enum {unknown} */
-            kind: "altered" | "header" | "out_of_order" | "settings" | "unreadable";
+            kind: "altered" | "header" | "out_of_order" | "settings" | "unreadable" | "version";
             detail: string;
         };
         /**
@@ -742,10 +742,10 @@ export interface components {
         };
         /**
          * RepairResult
-         * @description What a repair found and did: ``repaired`` when the log was rewritten; the events it
+         * @description What a repair found and did: ``repaired`` when anything was written; the events it
          *     kept, dropped (lines that were not events) and numbered anew; the file the dropped
-         *     lines were saved to, if any. ``problems`` lists what was found, the settings' included
-         *     (a repair leaves them).
+         *     lines were saved to, if any; whether settings that no longer decoded were written anew
+         *     (with memory off). ``problems`` lists what was found, the settings' included.
          */
         RepairResult: {
             user_id: string;
@@ -754,6 +754,7 @@ export interface components {
             events_dropped: number;
             events_renumbered: number;
             dropped_saved_to: string | null;
+            settings_rewritten: boolean;
             problems: components["schemas"]["LogProblem"][];
         };
         /**

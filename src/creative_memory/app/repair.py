@@ -9,21 +9,23 @@ are not events dropped (first written, on request, to a file the caller names, s
 is lost that the person wants back), edited events kept as they read now and chained
 again, events out of order numbered on. Like an erasure, it starts a new generation,
 deletes every derived artefact and derives again; unlike one, it erases nothing that was
-an event, and its note says so. A healthy log is left as it is. An export verifies the
-chain of what it read here too (:func:`verified_checksum`).
+an event, and its note says so. Settings that no longer decode are written anew with
+memory off. A healthy memory is left as it is. An export verifies the chain of what it
+read here too (:func:`verified_checksum`).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from creative_memory.app.hosting import is_local
 from creative_memory.engine.errors import CreativeMemoryError, LogDamaged, ValidationError
 from creative_memory.engine.events import validate_user_id
 from creative_memory.engine.logcheck import REPAIR_HINT, Examined, LogProblem, RawLog, examine
 from creative_memory.engine.portability.archive import decode_archive
+from creative_memory.engine.settings import UserSettings
 from creative_memory.storage.files.fsutil import atomic_write
 
 if TYPE_CHECKING:
@@ -37,16 +39,28 @@ def check(store: MemoryStore, user_id: str) -> tuple[Examined | None, list[LogPr
     raw = store._storage.read_raw(user_id)
     examined = None if raw is None else examine(raw)
     problems = [] if examined is None else list(examined.problems)
-    return examined, problems + _settings_problems(store, user_id)
+    return examined, problems + _settings_problems(store, user_id)[0]
+
+
+class Repaired(NamedTuple):
+    """What :func:`repair` found (``examined``: ``None`` when there is no log) and did."""
+
+    examined: Examined | None
+    log_rewritten: bool
+    saved_to: Path | None
+    settings_problems: list[LogProblem]
+    settings_rewritten: bool
 
 
 def repair(
     store: MemoryStore, user_id: str, save_dropped: str | os.PathLike[str] | None = None
-) -> tuple[Examined | None, bool, Path | None, list[LogProblem]]:
-    """Repair the user's log: what was found (``None``: no log), whether it was rewritten,
-    the file the dropped lines were saved to, and the settings' problems (which a repair
-    does not touch). ``save_dropped``: a file the lines a repair drops are written to
-    first (only when it drops any); if that write fails, nothing is repaired."""
+) -> Repaired:
+    """Repair the user's log, and settings that no longer decode: those are written anew
+    with memory off (what they said — off, paused — cannot be read, and learning must not
+    resume behind the person's back). Settings naming a derivation version this release
+    does not know are left as they are (a newer release wrote them). ``save_dropped``: a
+    file the lines a repair drops are written to first (only when it drops any); if that
+    write fails, nothing is repaired."""
     validate_user_id(user_id)
     target = None if save_dropped is None else _target(store, save_dropped)
     found: list[Examined] = []
@@ -67,12 +81,14 @@ def repair(
         store._storage.repair(user_id, decide)
         examined = found[0] if found else None
         written = examined is not None and bool(examined.problems)
-        settings = _settings_problems(store, user_id)
-        if written:
+        settings, unreadable = _settings_problems(store, user_id)
+        if unreadable:
+            store._storage.write_settings(user_id, UserSettings(memory_enabled=False))
+        if written or unreadable:
             store._forget_states(user_id)
-            if not settings:  # derive again now, as an erasure does
+            if not _settings_problems(store, user_id)[0]:  # derive again, as an erasure does
                 store._refresh(user_id, write_back=True)
-    return examined, written, saved[0] if saved else None, settings
+    return Repaired(examined, written, saved[0] if saved else None, settings, unreadable)
 
 
 def _dropped(raw: RawLog, examined: Examined) -> list[bytes]:
@@ -100,15 +116,19 @@ def _target(store: MemoryStore, path: str | os.PathLike[str]) -> Path:
     return target
 
 
-def _settings_problems(store: MemoryStore, user_id: str) -> list[LogProblem]:
-    """The user's settings as a problem when they do not load, or name a derivation
-    version this release does not know (a repair leaves them; a full reset writes the
-    defaults)."""
+def _settings_problems(store: MemoryStore, user_id: str) -> tuple[list[LogProblem], bool]:
+    """The user's settings as a problem when they do not load, and whether that is because
+    they no longer decode (else they name a derivation version this release does not know,
+    kind ``version``, which a repair leaves)."""
+    try:
+        store._storage.read_settings(user_id)
+    except LogDamaged as exc:
+        return [LogProblem(where="settings", kind="settings", detail=str(exc))], True
     try:
         store._states_of(user_id)
     except (CreativeMemoryError, ValidationError) as exc:
-        return [LogProblem(where="settings", kind="settings", detail=str(exc))]
-    return []
+        return [LogProblem(where="settings", kind="version", detail=str(exc))], False
+    return [], False
 
 
 def verified_checksum(archive: bytes) -> str:

@@ -126,10 +126,10 @@ class CheckResult(msgspec.Struct, kw_only=True):
 
 
 class RepairResult(msgspec.Struct, kw_only=True):
-    """What a repair found and did: ``repaired`` when the log was rewritten; the events it
+    """What a repair found and did: ``repaired`` when anything was written; the events it
     kept, dropped (lines that were not events) and numbered anew; the file the dropped
-    lines were saved to, if any. ``problems`` lists what was found, the settings' included
-    (a repair leaves them)."""
+    lines were saved to, if any; whether settings that no longer decoded were written anew
+    (with memory off). ``problems`` lists what was found, the settings' included."""
 
     user_id: str
     repaired: bool
@@ -137,6 +137,7 @@ class RepairResult(msgspec.Struct, kw_only=True):
     events_dropped: int
     events_renumbered: int
     dropped_saved_to: str | None
+    settings_rewritten: bool
     problems: list[LogProblem]
 
 

@@ -149,7 +149,10 @@ class MemoryService:
         when it already is the user's choice: a store's default is not one."""
         check_version(version)
         chosen = self.store.get_settings(user_id).derivation_version
-        before = self.store._version_of(user_id)
+        try:
+            before = self.store._version_of(user_id)
+        except ValidationError:  # one this release does not know (a newer one chose it)
+            before = chosen or self.store.derivation_version
         if version != chosen:
             at = format_ts(self.store.now_ms())
             switch = [VersionChange(at=at, version=version, previous=before)]
@@ -342,16 +345,17 @@ class MemoryService:
                 "a repair drops the lines that are not events and keeps edited events as they "
                 "read now: confirm it (confirm=true, --confirm)",
             )
-        examined, written, saved, settings = repair_log(self.store, user_id, save_dropped)
-        found = [] if examined is None else examined.problems
+        done = repair_log(self.store, user_id, save_dropped)
+        examined, written = done.examined, done.log_rewritten
         return RepairResult(
             user_id=user_id,
-            repaired=written,
+            repaired=written or done.settings_rewritten,
             events_kept=0 if examined is None else len(examined.events),
             events_dropped=0 if examined is None or not written else examined.dropped,
             events_renumbered=0 if examined is None or not written else examined.renumbered,
-            dropped_saved_to=None if saved is None else str(saved),
-            problems=[*found, *settings],
+            dropped_saved_to=None if done.saved_to is None else str(done.saved_to),
+            settings_rewritten=done.settings_rewritten,
+            problems=[*([] if examined is None else examined.problems), *done.settings_problems],
         )
 
     # portability --------------------------------------------------------------------------

@@ -49,9 +49,9 @@ class StorageError(CreativeMemoryError):
 
 
 class LogDamaged(StorageError):
-    """A user's stored log was changed outside creative-memory (a line that is not an
-    event, an edited event, a header that does not load): a check says what, a repair
-    mends it (docs/storage.md, "Check and repair")."""
+    """A user's stored memory was changed outside creative-memory (a line of the log that
+    is not an event, an edited event, a header or settings that do not load): a check says
+    what, a repair mends it (docs/storage.md, "Check and repair")."""
 
 
 _AT = re.compile(r" - at `\$\.?(?P<path>[^`]*)`$")

@@ -12,9 +12,10 @@ creative-memory (a hand edit, disk damage, a restore gone wrong):
 * ``out_of_order`` — an event whose ``seq`` is not above the one before it: it and every
   event after it are numbered on after the highest number the log shows, in their order.
 
-and two more: ``header`` — the file's first line (a table's erasure notes) does not decode
-(a repair writes a new one; the erasure notes it held are lost) — and ``settings``, found by
-the caller, which a repair leaves as they are.
+and three more: ``header`` — the file's first line (a table's erasure notes) does not
+decode (a repair writes a new one; the erasure notes it held are lost) — and, found by the
+caller, ``settings`` that do not decode (a repair writes them anew, memory off) and
+settings naming a derivation ``version`` this release does not know (left as they are).
 
 Nothing a repair writes reuses a ``seq``: the new floor is the highest number the header,
 any line (readable or not) or any event shows — a line that does not decode counting as
@@ -31,12 +32,12 @@ import msgspec
 from creative_memory.engine.erasure_notes import ErasureNote
 from creative_memory.engine.events import CHAIN_GENESIS, Event, chain_hash, decode_event
 
-ProblemKind = Literal["unreadable", "altered", "out_of_order", "header", "settings"]
+ProblemKind = Literal["unreadable", "altered", "out_of_order", "header", "settings", "version"]
 
-#: What an error about a damaged log tells the person to do.
+#: What an error about a damaged log (or settings) tells the person to do.
 REPAIR_HINT: Final = (
-    "the log is corrupt: `creative-memory check` lists what is wrong and "
-    "`creative-memory repair --confirm` drops what is not an event "
+    "the stored memory is damaged: `creative-memory check` lists what is wrong and "
+    "`creative-memory repair --confirm` mends it "
     '(docs/storage.md, "Check and repair")'
 )
 #: How much of a decoder's message a problem keeps (its start names what was wrong).

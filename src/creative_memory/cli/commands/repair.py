@@ -19,6 +19,7 @@ KIND_WORDS = {
     "out_of_order": "out of order",
     "header": "bad header",
     "settings": "settings do not load",
+    "version": "unknown derivation version",
 }
 
 
@@ -52,9 +53,9 @@ Examples:
 A repair drops the lines that are not events (--save-dropped writes them to FILE first),
 keeps events edited outside creative-memory as they read now and chains the log again,
 numbers events out of order on after the highest number used, and writes a new header
-when the old one does not load. The derived state is derived again. A healthy log is
-left as it is. Settings that do not load are reported, not changed: `reset --confirm`
-writes the defaults.
+when the old one does not load. Settings that no longer load are written anew with memory
+off (turn it on with `enable`); settings of a newer release are left. The derived state
+is derived again. A healthy memory is left as it is.
 """
 )
 @click.option("--confirm", is_flag=True, help="Required: what is dropped is gone from the store.")
@@ -94,23 +95,26 @@ def _report_check(result: CheckResult) -> None:
     )
     for problem in result.problems:
         click.echo(problem_line(problem))
-    if any(p.kind != "settings" for p in result.problems):
+    if any(p.kind != "version" for p in result.problems):
         click.echo(
-            "Mend the log with `creative-memory repair --confirm` "
-            "(--save-dropped FILE keeps the lines it drops)."
+            "Mend it with `creative-memory repair --confirm` (--save-dropped FILE keeps the "
+            "lines it drops; settings that do not load are written anew, memory off)."
         )
-    if any(p.kind == "settings" for p in result.problems):
-        click.echo("`creative-memory reset --confirm` writes default settings (and erases all).")
+    if any(p.kind == "version" for p in result.problems):
+        click.echo(
+            "A newer release chose that version: use it, or choose one this release knows "
+            "(`creative-memory derivation use VERSION`)."
+        )
 
 
 def _report_repair(result: RepairResult) -> None:
-    log_problems = [p for p in result.problems if p.kind != "settings"]
+    log_problems = [p for p in result.problems if p.kind not in ("settings", "version")]
     if not result.repaired:
         click.echo(
             f"Nothing to repair: {result.user_id}'s log is healthy "
             f"({plural(result.events_kept, 'event')})."
         )
-    else:
+    if log_problems:
         saved = f" (saved to {safe(result.dropped_saved_to)})" if result.dropped_saved_to else ""
         edited = sum(1 for p in log_problems if p.kind == "altered")
         click.echo(
@@ -122,7 +126,16 @@ def _report_repair(result: RepairResult) -> None:
         for problem in log_problems:
             click.echo(problem_line(problem))
     for problem in result.problems:
-        if problem.kind == "settings":
+        if problem.kind not in ("settings", "version"):
+            continue
+        if result.settings_rewritten and problem.kind == "settings":
+            click.echo(
+                "Settings did not load: written anew with memory off (`creative-memory "
+                "enable` turns it on; pause, project switches and the derivation version "
+                "are back to their defaults)."
+            )
+            click.echo(problem_line(problem))
+        else:
             click.echo(f"Left as they are: {problem_line(problem).strip()}")
 
 

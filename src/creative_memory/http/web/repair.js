@@ -13,6 +13,7 @@ const KIND = {
   out_of_order: "out of order",
   header: "bad header",
   settings: "settings do not load",
+  version: "unknown derivation version",
 };
 
 // One check at a time: failures of several requests at once ask once.
@@ -33,20 +34,28 @@ function render(found) {
     card.hidden = true;
     return;
   }
-  const log = found.problems.filter((p) => p.kind !== "settings");
+  // what a repair mends: everything but settings a newer release wrote (their version)
+  const mends = found.problems.filter((p) => p.kind !== "version");
+  const log = mends.filter((p) => p.kind !== "settings");
+  const settings = mends.length > log.length;
   $("repair-problems").replaceChildren(...found.problems.map((p) =>
     el("li", `${p.where}: ${KIND[p.kind] || p.kind} — ${p.detail}`)));
   $("repair-summary").textContent = `${plural(found.events, "event", "events")} still ` +
-    "read as they should. " + (log.length
+    "read as they should. " + (mends.length
     ? "Repair keeps them all and drops only what is not an event."
-    : "The settings do not load: a repair leaves them; Reset (everything) writes the defaults.");
-  $("repair").hidden = !log.length;
+    : "The settings name a derivation version this release does not know: choose one " +
+      "under Derivation.");
+  $("repair").hidden = !mends.length;
   const dropped = log.filter((p) => p.kind === "unreadable").length;
-  $("repair-text").textContent = (dropped
-    ? `This drops ${plural(dropped, "line", "lines")} that ${dropped === 1 ? "is" : "are"} ` +
-      "not an event, for good (the page cannot keep a copy: “creative-memory repair " +
-      "--confirm --save-dropped FILE” can). "
-    : "") + "Edited events are kept as they read now, and the log is chained again.";
+  $("repair-text").textContent = [
+    dropped ? `This drops ${plural(dropped, "line", "lines")} that ` +
+      `${dropped === 1 ? "is" : "are"} not an event, for good (the page cannot keep a copy: ` +
+      "“creative-memory repair --confirm --save-dropped FILE” can)." : "",
+    log.length ? "Edited events are kept as they read now, and the log is chained again." : "",
+    settings ? "The settings are written anew with memory off: turn it on again under " +
+      "Controls (a pause, project switches and the derivation version are back to their " +
+      "defaults)." : "",
+  ].filter(Boolean).join(" ");
   const was = card.hidden;
   card.hidden = false;
   if (was) $("h-repair").focus();
@@ -57,10 +66,14 @@ export function repairWords(res) {
   if (!res) return "";
   if (!res.repaired) return "Nothing to repair: the log is healthy.";
   const edited = res.problems.filter((p) => p.kind === "altered").length;
-  return `Repaired the log: ${plural(res.events_dropped, "line", "lines")} dropped, ` +
-    `${plural(edited, "edited event", "edited events")} kept as read, ` +
-    `${plural(res.events_renumbered, "event", "events")} numbered anew; ` +
-    `${plural(res.events_kept, "event", "events")} kept.`;
+  const log = res.problems.some((p) => !["settings", "version"].includes(p.kind));
+  return [
+    log ? `Repaired the log: ${plural(res.events_dropped, "line", "lines")} dropped, ` +
+      `${plural(edited, "edited event", "edited events")} kept as read, ` +
+      `${plural(res.events_renumbered, "event", "events")} numbered anew; ` +
+      `${plural(res.events_kept, "event", "events")} kept.` : "",
+    res.settings_rewritten ? "Settings written anew: memory is off." : "",
+  ].filter(Boolean).join(" ");
 }
 
 export function wireRepair() {

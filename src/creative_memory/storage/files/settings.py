@@ -10,7 +10,8 @@ from pathlib import Path
 
 import msgspec
 
-from creative_memory.engine.errors import StorageError
+from creative_memory.engine.errors import LogDamaged
+from creative_memory.engine.logcheck import REPAIR_HINT
 from creative_memory.engine.settings import UserSettings
 
 _decoder = msgspec.json.Decoder(UserSettings)
@@ -43,6 +44,6 @@ class SettingsReader:
         try:
             settings = _decoder.decode(data)
         except msgspec.DecodeError as exc:
-            raise StorageError(f"{path}: unreadable settings ({exc})") from exc
+            raise LogDamaged(f"{path}: unreadable settings ({exc}); {REPAIR_HINT}") from exc
         self._seen[path] = (stamp, settings)
         return msgspec.structs.replace(settings)

@@ -451,8 +451,9 @@ class PostgresStorage:
         try:
             return _settings_decoder.decode(text)
         except msgspec.DecodeError as exc:
-            raise StorageError(
-                f"{self._db.described}: unreadable settings of user {user_id} ({exc})"
+            raise LogDamaged(
+                f"{self._db.described}: unreadable settings of user {user_id} ({exc}); "
+                f"{REPAIR_HINT}"
             ) from exc
 
     def read_settings(self, user_id: str) -> UserSettings | None:
