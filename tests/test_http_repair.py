@@ -93,7 +93,13 @@ def check(api: Api) -> dict[str, Any]:
 
 
 def test_a_user_without_memory_is_healthy(site: Site) -> None:
-    assert check(site.api) == {"user_id": USER, "healthy": True, "events": 0, "problems": []}
+    assert check(site.api) == {
+        "user_id": USER,
+        "healthy": True,
+        "events": 0,
+        "problems": [],
+        "problems_total": 0,
+    }
     r = site.api.post("/api/v1/repair", json={"confirm": True})
     assert r.status_code == 200, r.text
     assert r.json()["repaired"] is False and r.json()["events_kept"] == 0
@@ -101,7 +107,13 @@ def test_a_user_without_memory_is_healthy(site: Site) -> None:
 
 def test_a_healthy_log_checks_healthy_and_a_repair_leaves_it_as_it_is(site: Site) -> None:
     seed(site.api)
-    assert check(site.api) == {"user_id": USER, "healthy": True, "events": 3, "problems": []}
+    assert check(site.api) == {
+        "user_id": USER,
+        "healthy": True,
+        "events": 3,
+        "problems": [],
+        "problems_total": 0,
+    }
     before = site.backend.dump()
     r = site.api.post("/api/v1/repair", json={"confirm": True})
     assert r.status_code == 200, r.text
@@ -113,6 +125,7 @@ def test_a_healthy_log_checks_healthy_and_a_repair_leaves_it_as_it_is(site: Site
         "events_renumbered": 0,
         "dropped_saved_to": None,
         "settings_rewritten": False,
+        "problems_total": 0,
         "problems": [],
     }
     assert site.backend.dump() == before
@@ -155,13 +168,20 @@ def test_a_damaged_log_is_listed_refused_and_repaired(
         "events_renumbered": 0,
         "dropped_saved_to": None,  # HTTP saves nothing: the body cannot name a file
         "settings_rewritten": False,
+        "problems_total": 1,
         "problems": found["problems"],
     }
     logged = [getattr(rec, "fields", {}) for rec in caplog.records]
     (line,) = [f for f in logged if f.get("event") == "repaired"]
     assert line["user"] == USER and line["events_dropped"] == 1 and line["repaired"] is True
 
-    assert check(api) == {"user_id": USER, "healthy": True, "events": 2, "problems": []}
+    assert check(api) == {
+        "user_id": USER,
+        "healthy": True,
+        "events": 2,
+        "problems": [],
+        "problems_total": 0,
+    }
     gone = api.delete("/api/v1/preferences/color/neon_palette")
     assert gone.status_code == 200 and gone.json()["events_removed"] == 1, gone.text
     dropped = api.delete("/api/v1/preferences/color/teal")

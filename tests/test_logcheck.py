@@ -29,7 +29,13 @@ from creative_memory.engine.events import (
     rechain,
     sequenced,
 )
-from creative_memory.engine.logcheck import RawLine, RawLog, examine
+from creative_memory.engine.logcheck import (
+    MAX_LISTED_PROBLEMS,
+    RawLine,
+    RawLog,
+    examine,
+    listed,
+)
 from creative_memory.engine.portability.archive import decode_archive
 from tests.backends import Backend
 from tests.conftest import ManualClock
@@ -507,3 +513,26 @@ def test_settings_naming_an_unknown_version_are_left_and_derivation_use_mends_th
     assert fresh.check(USER).healthy
     switch = fresh.store.get_settings(USER).derivation_history[-1]
     assert (switch.previous, switch.version) == ("99", "5")
+
+
+def test_a_log_that_is_all_damage_lists_the_first_thousand_problems(tmp_path: Path) -> None:
+    """A log that is all damage (a file replaced by another one) would list a problem per
+    line: an answer lists the first 1,000 in the log's order — the header's and the
+    settings' always among them — and counts them all; a repair still drops every one."""
+    store = MemoryStore(tmp_path, derivation_version="1", clock=ManualClock())
+    teach(store, 2)
+    log = tmp_path / USER / "events.jsonl"
+    log.write_bytes(b"not a header\n" + b"".join(b"junk %d\n" % i for i in range(1500)))
+    (tmp_path / USER / "settings.json").write_bytes(b"{")
+    service = MemoryService(MemoryStore(tmp_path, derivation_version="1", clock=ManualClock()))
+    found = service.check(USER)
+    assert (found.problems_total, len(found.problems)) == (1502, MAX_LISTED_PROBLEMS)
+    assert found.problems[0].where == "header" and found.problems[-1].where == "settings"
+    assert [p.where for p in found.problems[1:3]] == ["line 2", "line 3"]
+    runner = CliRunner()
+    shown = runner.invoke(main, ["--data-dir", str(tmp_path), "--user", USER, "check"])
+    assert "… and 502 more (the first 1,000 are listed)" in shown.output
+    result = service.repair(USER, confirm=True)
+    assert (result.events_dropped, result.events_kept, result.problems_total) == (1500, 0, 1502)
+    assert service.check(USER).healthy
+    assert len(listed(found.problems)) == MAX_LISTED_PROBLEMS  # already short: as it is

@@ -706,13 +706,16 @@ export interface components {
         /**
          * CheckResult
          * @description What a check found wrong with a user's stored memory: ``healthy`` when nothing;
-         *     ``events``: the events of the log that decode (docs/storage.md, "Check and repair").
+         *     ``events``: the events of the log that decode; ``problems``: the first 1,000 found
+         *     (those about the header and the settings always among them), ``problems_total`` all of
+         *     them (docs/storage.md, "Check and repair").
          */
         CheckResult: {
             user_id: string;
             healthy: boolean;
             events: number;
             problems: components["schemas"]["LogProblem"][];
+            problems_total: number;
         };
         /**
          * LogProblem
@@ -745,7 +748,8 @@ export interface components {
          * @description What a repair found and did: ``repaired`` when anything was written; the events it
          *     kept, dropped (lines that were not events) and numbered anew; the file the dropped
          *     lines were saved to, if any; whether settings that no longer decoded were written anew
-         *     (with memory off). ``problems`` lists what was found, the settings' included.
+         *     (with memory off). ``problems`` lists what was found, the settings' included (as a
+         *     check lists them: the first 1,000, ``problems_total`` all).
          */
         RepairResult: {
             user_id: string;
@@ -756,6 +760,7 @@ export interface components {
             dropped_saved_to: string | null;
             settings_rewritten: boolean;
             problems: components["schemas"]["LogProblem"][];
+            problems_total: number;
         };
         /**
          * Archive

@@ -21,15 +21,56 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from creative_memory.app.hosting import is_local
+from creative_memory.app.results import CheckResult, RepairResult
 from creative_memory.engine.errors import CreativeMemoryError, LogDamaged, ValidationError
 from creative_memory.engine.events import validate_user_id
-from creative_memory.engine.logcheck import REPAIR_HINT, Examined, LogProblem, RawLog, examine
+from creative_memory.engine.logcheck import (
+    REPAIR_HINT,
+    Examined,
+    LogProblem,
+    RawLog,
+    examine,
+    listed,
+)
 from creative_memory.engine.portability.archive import decode_archive
 from creative_memory.engine.settings import UserSettings
 from creative_memory.storage.files.fsutil import atomic_write
 
 if TYPE_CHECKING:
     from creative_memory.app.store import MemoryStore
+
+
+def check_memory(store: MemoryStore, user_id: str) -> CheckResult:
+    """:meth:`MemoryService.check`: :func:`check`'s findings as the surfaces answer them."""
+    examined, problems = check(store, user_id)
+    return CheckResult(
+        user_id=user_id,
+        healthy=not problems,
+        events=0 if examined is None else len(examined.events),
+        problems=listed(problems),
+        problems_total=len(problems),
+    )
+
+
+def repair_memory(
+    store: MemoryStore, user_id: str, save_dropped: str | os.PathLike[str] | None
+) -> RepairResult:
+    """:meth:`MemoryService.repair` (its ``confirm`` checked): :func:`repair`'s findings
+    and what it did, as the surfaces answer them."""
+    done = repair(store, user_id, save_dropped)
+    examined, written = done.examined, done.log_rewritten
+    found = [*([] if examined is None else examined.problems), *done.settings_problems]
+    return RepairResult(
+        user_id=user_id,
+        repaired=written or done.settings_rewritten,
+        events_kept=0 if examined is None else len(examined.events),
+        events_dropped=0 if examined is None or not written else examined.dropped,
+        events_renumbered=0 if examined is None or not written else examined.renumbered,
+        dropped_saved_to=None if done.saved_to is None else str(done.saved_to),
+        settings_rewritten=done.settings_rewritten,
+        problems=listed(found),
+        problems_total=len(found),
+    )
 
 
 def check(store: MemoryStore, user_id: str) -> tuple[Examined | None, list[LogProblem]]:

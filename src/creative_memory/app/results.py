@@ -117,19 +117,23 @@ class ResetResult(msgspec.Struct, kw_only=True):
 
 class CheckResult(msgspec.Struct, kw_only=True):
     """What a check found wrong with a user's stored memory: ``healthy`` when nothing;
-    ``events``: the events of the log that decode (docs/storage.md, "Check and repair")."""
+    ``events``: the events of the log that decode; ``problems``: the first 1,000 found
+    (those about the header and the settings always among them), ``problems_total`` all of
+    them (docs/storage.md, "Check and repair")."""
 
     user_id: str
     healthy: bool
     events: int
     problems: list[LogProblem]
+    problems_total: int
 
 
 class RepairResult(msgspec.Struct, kw_only=True):
     """What a repair found and did: ``repaired`` when anything was written; the events it
     kept, dropped (lines that were not events) and numbered anew; the file the dropped
     lines were saved to, if any; whether settings that no longer decoded were written anew
-    (with memory off). ``problems`` lists what was found, the settings' included."""
+    (with memory off). ``problems`` lists what was found, the settings' included (as a
+    check lists them: the first 1,000, ``problems_total`` all)."""
 
     user_id: str
     repaired: bool
@@ -139,6 +143,7 @@ class RepairResult(msgspec.Struct, kw_only=True):
     dropped_saved_to: str | None
     settings_rewritten: bool
     problems: list[LogProblem]
+    problems_total: int
 
 
 class ExportResult(msgspec.Struct, kw_only=True):

@@ -32,9 +32,7 @@ from creative_memory.app.history import as_of as history_as_of
 from creative_memory.app.lookup import hints, nothing
 from creative_memory.app.migration import MigrateResult, migrate_prototype
 from creative_memory.app.paths import read_file
-from creative_memory.app.repair import check as check_log
-from creative_memory.app.repair import repair as repair_log
-from creative_memory.app.repair import verified_checksum
+from creative_memory.app.repair import check_memory, repair_memory, verified_checksum
 from creative_memory.app.results import (
     CheckResult,
     DerivationInfo,
@@ -326,9 +324,7 @@ class MemoryService:
     # check and repair ---------------------------------------------------------------------
     def check(self, user_id: str) -> CheckResult:
         """What is wrong with the user's stored log and settings; nothing is written."""
-        examined, problems = check_log(self.store, user_id)
-        events = 0 if examined is None else len(examined.events)
-        return CheckResult(user_id=user_id, healthy=not problems, events=events, problems=problems)
+        return check_memory(self.store, user_id)
 
     def repair(
         self,
@@ -337,26 +333,15 @@ class MemoryService:
         confirm: bool,
         save_dropped: str | os.PathLike[str] | None = None,
     ) -> RepairResult:
-        """Rewrite a damaged log without what does not decode (docs/storage.md, "Check and
-        repair"); needs ``confirm=True``. ``save_dropped``: a file for the dropped lines."""
+        """Mend a damaged log and settings (docs/storage.md, "Check and repair"); needs
+        ``confirm=True``. ``save_dropped``: a file for the lines the repair drops."""
         if confirm is not True:
             raise ValidationError(
                 "confirm",
                 "a repair drops the lines that are not events and keeps edited events as they "
                 "read now: confirm it (confirm=true, --confirm)",
             )
-        done = repair_log(self.store, user_id, save_dropped)
-        examined, written = done.examined, done.log_rewritten
-        return RepairResult(
-            user_id=user_id,
-            repaired=written or done.settings_rewritten,
-            events_kept=0 if examined is None else len(examined.events),
-            events_dropped=0 if examined is None or not written else examined.dropped,
-            events_renumbered=0 if examined is None or not written else examined.renumbered,
-            dropped_saved_to=None if done.saved_to is None else str(done.saved_to),
-            settings_rewritten=done.settings_rewritten,
-            problems=[*([] if examined is None else examined.problems), *done.settings_problems],
-        )
+        return repair_memory(self.store, user_id, save_dropped)
 
     # portability --------------------------------------------------------------------------
     def export_archive(self, user_id: str) -> tuple[bytes, ExportResult]:

@@ -40,6 +40,9 @@ REPAIR_HINT: Final = (
     "`creative-memory repair --confirm` mends it "
     '(docs/storage.md, "Check and repair")'
 )
+#: How many problems an answer lists (a log that is all damage would otherwise list one per
+#: line); the count of all of them is given beside.
+MAX_LISTED_PROBLEMS: Final = 1000
 #: How much of a decoder's message a problem keeps (its start names what was wrong).
 DETAIL_CHARS: Final = 200
 
@@ -125,6 +128,18 @@ def examine(raw: RawLog) -> Examined:
         dropped=len(raw.lines) - len(decoded),
         renumbered=renumbered,
     )
+
+
+def listed(problems: Sequence[LogProblem]) -> list[LogProblem]:
+    """The problems an answer lists: the first :data:`MAX_LISTED_PROBLEMS` in the log's
+    order, those about the header and the settings always among them."""
+    if len(problems) <= MAX_LISTED_PROBLEMS:
+        return list(problems)
+    always = [p for p in problems if p.where in ("header", "settings")]
+    lines = [p for p in problems if p.where not in ("header", "settings")]
+    head = [p for p in always if p.where == "header"]
+    tail = [p for p in always if p.where == "settings"]
+    return head + lines[: MAX_LISTED_PROBLEMS - len(always)] + tail
 
 
 def highest_handed_out(raw: RawLog) -> int:

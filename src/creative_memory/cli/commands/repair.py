@@ -90,11 +90,12 @@ def _report_check(result: CheckResult) -> None:
         click.echo(f"{result.user_id}'s memory is healthy: {plural(result.events, 'event')}.")
         return
     click.echo(
-        f"{result.user_id}'s memory has {plural(len(result.problems), 'problem')} "
+        f"{result.user_id}'s memory has {plural(result.problems_total, 'problem')} "
         f"({plural(result.events, 'event')} read):"
     )
     for problem in result.problems:
         click.echo(problem_line(problem))
+    _more(len(result.problems), result.problems_total)
     if any(p.kind != "version" for p in result.problems):
         click.echo(
             "Mend it with `creative-memory repair --confirm` (--save-dropped FILE keeps the "
@@ -125,6 +126,7 @@ def _report_repair(result: RepairResult) -> None:
         )
         for problem in log_problems:
             click.echo(problem_line(problem))
+        _more(len(result.problems), result.problems_total)
     for problem in result.problems:
         if problem.kind not in ("settings", "version"):
             continue
@@ -137,6 +139,11 @@ def _report_repair(result: RepairResult) -> None:
             click.echo(problem_line(problem))
         else:
             click.echo(f"Left as they are: {problem_line(problem).strip()}")
+
+
+def _more(listed: int, total: int) -> None:
+    if total > listed:
+        click.echo(f"  … and {total - listed:,} more (the first {listed:,} are listed)")
 
 
 COMMANDS = (check, repair)

@@ -38,8 +38,10 @@ function render(found) {
   const mends = found.problems.filter((p) => p.kind !== "version");
   const log = mends.filter((p) => p.kind !== "settings");
   const settings = mends.length > log.length;
+  const more = found.problems_total - found.problems.length;
   $("repair-problems").replaceChildren(...found.problems.map((p) =>
-    el("li", `${p.where}: ${KIND[p.kind] || p.kind} — ${p.detail}`)));
+    el("li", `${p.where}: ${KIND[p.kind] || p.kind} — ${p.detail}`)),
+    ...(more > 0 ? [el("li", `… and ${more} more`)] : []));
   $("repair-summary").textContent = `${plural(found.events, "event", "events")} still ` +
     "read as they should. " + (mends.length
     ? "Repair keeps them all and drops only what is not an event."
@@ -86,7 +88,7 @@ export function wireRepair() {
       render(found);
     }, () => (found.healthy
       ? `The stored memory is healthy: ${plural(found.events, "event", "events")}.`
-      : `The stored memory has ${plural(found.problems.length, "problem", "problems")}: ` +
+      : `The stored memory has ${plural(found.problems_total, "problem", "problems")}: ` +
         "see above."), () => (found && !found.healthy ? $("h-repair") : $("check")), true);
   });
   const dialog = $("repair-dialog");
