@@ -203,7 +203,9 @@ def test_a_header_that_does_not_load_is_written_anew(tmp_path: Path) -> None:
     service = MemoryService(MemoryStore(tmp_path, derivation_version="1", clock=ManualClock()))
     with pytest.raises(StorageError, match="bad log header"):
         service.store.list_preferences(USER)
-    assert [p.kind for p in service.check(USER).problems] == ["header"]
+    (header,) = service.check(USER).problems
+    assert header.kind == "header" and header.detail.startswith("it does not decode (")
+    assert str(tmp_path) not in header.detail
     assert service.repair(USER, confirm=True).repaired
     assert service.check(USER).healthy
     assert [e.seq for e in service.store.events(USER)] == [1, 2, 3, 4]
@@ -451,7 +453,10 @@ def test_erasure_notes_that_do_not_load_are_written_anew_on_postgres(pg_url: str
     service = MemoryService(MemoryStore(pg_url, derivation_version="1", clock=ManualClock()))
     with pytest.raises(StorageError, match="unreadable erasure notes"):
         service.forget(USER, "color", "p2")
-    assert [p.kind for p in service.check(USER).problems] == ["header"]
+    (notes,) = service.check(USER).problems
+    assert notes.kind == "header"
+    assert notes.detail.startswith("the erasure notes: it does not decode (")
+    assert "postgresql" not in notes.detail and "cm_users" not in notes.detail
     assert service.repair(USER, confirm=True).repaired
     assert service.check(USER).healthy
     assert service.forget(USER, "color", "p2").events_removed > 0
@@ -528,6 +533,10 @@ def test_a_log_that_is_all_damage_lists_the_first_thousand_problems(tmp_path: Pa
     found = service.check(USER)
     assert (found.problems_total, len(found.problems)) == (1502, MAX_LISTED_PROBLEMS)
     assert found.problems[0].where == "header" and found.problems[-1].where == "settings"
+    # the decoder's words, nothing of where the store keeps its files (HTTP shows them too)
+    assert found.problems[0].detail.startswith("it does not decode (")
+    assert found.problems[-1].detail.startswith("it does not decode (")
+    assert not [p for p in found.problems if str(tmp_path) in p.detail]
     assert [p.where for p in found.problems[1:3]] == ["line 2", "line 3"]
     runner = CliRunner()
     shown = runner.invoke(main, ["--data-dir", str(tmp_path), "--user", USER, "check"])

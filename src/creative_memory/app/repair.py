@@ -31,6 +31,7 @@ from creative_memory.engine.logcheck import (
     RawLog,
     examine,
     listed,
+    undecodable,
 )
 from creative_memory.engine.portability.archive import decode_archive
 from creative_memory.engine.settings import UserSettings
@@ -164,7 +165,7 @@ def _settings_problems(store: MemoryStore, user_id: str) -> tuple[list[LogProble
     try:
         store._storage.read_settings(user_id)
     except LogDamaged as exc:
-        return [LogProblem(where="settings", kind="settings", detail=str(exc))], True
+        return [LogProblem(where="settings", kind="settings", detail=undecodable(exc))], True
     try:
         store._states_of(user_id)
     except (CreativeMemoryError, ValidationError) as exc:

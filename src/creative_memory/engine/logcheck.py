@@ -130,6 +130,13 @@ def examine(raw: RawLog) -> Examined:
     )
 
 
+def undecodable(exc: BaseException) -> str:
+    """A problem's detail for a document that does not decode: the decoder's words only —
+    not the storage's message, which names a path or a database (a check's answer goes to
+    the person, over HTTP too, where nothing of the daemon's own layout is shown)."""
+    return f"it does not decode ({exc.__cause__ or exc})"[:DETAIL_CHARS]
+
+
 def listed(problems: Sequence[LogProblem]) -> list[LogProblem]:
     """The problems an answer lists: the first :data:`MAX_LISTED_PROBLEMS` in the log's
     order, those about the header and the settings always among them."""

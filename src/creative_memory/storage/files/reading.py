@@ -15,7 +15,13 @@ import msgspec
 from creative_memory.engine.erasure_notes import ErasureNote, remember
 from creative_memory.engine.errors import LogDamaged, StorageError
 from creative_memory.engine.events import Event, decode_event, decode_event_lines
-from creative_memory.engine.logcheck import REPAIR_HINT, RawLine, RawLog, highest_handed_out
+from creative_memory.engine.logcheck import (
+    REPAIR_HINT,
+    RawLine,
+    RawLog,
+    highest_handed_out,
+    undecodable,
+)
 from creative_memory.storage.files.appending import LogHeader, decode_header
 
 
@@ -120,7 +126,7 @@ def raw_log(path: Path) -> RawLog | None:
         header = decode_header(head, path)
     except StorageError as exc:
         raw = RawLog(generation="", floor=_highest_seq(head, _FLOOR) or 0, notes=None)
-        raw.header_problem = str(exc)
+        raw.header_problem = undecodable(exc)
     else:
         raw = RawLog(generation=header.generation, floor=header.seq_floor, notes=header.notes())
     last_nl = data.rfind(b"\n")

@@ -19,7 +19,7 @@ from creative_memory.engine.events import (
     rechain,
     sequenced,
 )
-from creative_memory.engine.logcheck import REPAIR_HINT, RawLine, RawLog
+from creative_memory.engine.logcheck import REPAIR_HINT, RawLine, RawLog, undecodable
 from creative_memory.engine.settings import UserSettings
 from creative_memory.storage.base import (
     Appended,
@@ -178,7 +178,7 @@ class PostgresStorage:
         try:
             notes: list[ErasureNote] | None = self._notes(user_id, row[2])
         except StorageError as exc:  # a repair writes them anew, as a file's new header
-            notes, problem = None, str(exc)
+            notes, problem = None, f"the erasure notes: {undecodable(exc)}"
         rows = conn.execute(
             "SELECT seq, line FROM cm_events WHERE user_id = %s ORDER BY seq",
             (user_id,),
