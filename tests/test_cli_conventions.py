@@ -472,3 +472,21 @@ def test_a_hostile_event_kind_is_reported_on_one_line(cli: Cli) -> None:
     report = r.out.splitlines()
     assert len(report) == 2 and "\x1b" not in r.out and "\x07" not in r.out, report
     assert "evil\\x1b]0;pwned\\x07\\nline 9: accepted" in report[1]
+
+
+def test_a_spinner_for_explain_check_and_repair_on_a_terminal(
+    cli: Cli, fake_progress: type[FakeProgress]
+) -> None:
+    """The calls that read the whole log (explain fits the memory again at each event of the
+    pattern: seconds on a long history) show an activity spinner after a second."""
+    env = {"CREATIVE_MEMORY_PROGRESS_DELAY": "0"}
+    cli.ok("ingest", "-", input=_many(10), env=env)
+    FakeProgress.made = []
+    cli.ok("explain", "color", "p1", env=env)
+    cli.ok("check", env=env)
+    cli.ok("repair", "--confirm", env=env)
+    assert [(b.description, b.total, b.started) for b in fake_progress.made] == [
+        ("Explaining color/p1", None, True),
+        ("Checking alice's memory", None, True),
+        ("Repairing alice's memory", None, True),
+    ]

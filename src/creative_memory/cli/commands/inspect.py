@@ -11,7 +11,15 @@ from rich.text import Text
 
 from creative_memory.cli.context import State, command, point_options, validate_project
 from creative_memory.cli.render import console as make_console
-from creative_memory.cli.render import emit_json, point_line, safe, settings_line, table, where
+from creative_memory.cli.render import (
+    emit_json,
+    point_line,
+    progress,
+    safe,
+    settings_line,
+    table,
+    where,
+)
 
 if TYPE_CHECKING:
     from creative_memory.engine.explain import Explanation
@@ -182,9 +190,11 @@ def explain(
     """Why is the record for TYPE PATTERN what it is? Every raw event that contributed and
     what it did (strength before -> after, confidence, reversal, shadow, decay), ending at
     the current record (or the record at a point in the past)."""
-    result = state.service.explain(
-        state.user, preference_type, pattern, project, at_seq=at_seq, as_of=as_of
-    )
+    # it fits the memory again at each event of the pattern: seconds on a long history
+    with progress(f"Explaining {preference_type}/{pattern}", quiet=state.quiet):
+        result = state.service.explain(
+            state.user, preference_type, pattern, project, at_seq=at_seq, as_of=as_of
+        )
     if state.json:
         emit_json(result.to_dict())
         return

@@ -8,7 +8,7 @@ import msgspec
 
 from creative_memory.app.results import CheckResult, RepairResult
 from creative_memory.cli.context import State, command
-from creative_memory.cli.render import emit_json, plural, safe
+from creative_memory.cli.render import emit_json, plural, progress, safe
 from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.logcheck import LogProblem
 
@@ -36,7 +36,8 @@ the log.
 )
 def check(state: State) -> None:
     """Check the stored memory: the log line by line, and the settings."""
-    result = state.service.check(state.user)
+    with progress(f"Checking {state.user}'s memory", quiet=state.quiet):
+        result = state.service.check(state.user)
     if state.json:
         emit_json(msgspec.to_builtins(result))
     else:
@@ -67,7 +68,8 @@ is derived again. A healthy memory is left as it is.
 def repair(state: State, confirm: bool, save_dropped: str | None) -> None:
     """Mend a damaged log: drop what is not an event, chain it again."""
     try:
-        result = state.service.repair(state.user, confirm=confirm, save_dropped=save_dropped)
+        with progress(f"Repairing {state.user}'s memory", quiet=state.quiet):
+            result = state.service.repair(state.user, confirm=confirm, save_dropped=save_dropped)
     except ValidationError as exc:
         if exc.field != "confirm":
             raise
