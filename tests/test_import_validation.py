@@ -311,3 +311,12 @@ def test_a_partial_erasure_on_an_unknown_version_erases_nothing(
         erase(store)
     assert e.value.field == "derivation_version"
     assert store.events(U) == before
+
+
+def test_an_unknown_top_level_key_is_refused_not_dropped(store: MemoryStore) -> None:
+    """Neither the checksum nor the hash chain covers a key the archive format does not
+    have: importing would drop it unread. The archive is refused, naming it."""
+    doc = json.loads(archive([signal()]))
+    doc["refinements"] = [{"diff": {"a": 1}}]
+    message = refused(store, json.dumps(doc).encode(), "refinements")
+    assert "unknown key" in message and "nothing is imported" in message

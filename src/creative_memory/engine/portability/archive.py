@@ -93,6 +93,14 @@ def decode_archive(data: bytes) -> Archive:
             f"unsupported archive_version {preview(raw.get('archive_version'))} "
             f"(this version reads {ARCHIVE_VERSION})",
         )
+    unknown = sorted(str(k) for k in raw if k not in Archive.__struct_fields__)
+    if unknown:  # neither the checksum nor the chain covers it: it would be dropped unread
+        raise ValidationError(
+            unknown[0],
+            f"unknown key {preview(unknown[0])} in the archive (this version writes and "
+            f"reads {', '.join(Archive.__struct_fields__)}): nothing is imported rather than "
+            "it dropped",
+        )
     try:
         doc = msgspec.convert(raw, Archive)
     except msgspec.ValidationError as exc:
