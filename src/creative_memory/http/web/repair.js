@@ -79,7 +79,11 @@ export function repairWords(res) {
 }
 
 export function wireRepair() {
-  document.addEventListener("log-damaged", () => showDamage());
+  // once the card shows what is wrong, a poll failing the same way does not ask again (a
+  // check reads the whole log); the Check button and a repair refresh it
+  document.addEventListener("log-damaged", () => {
+    if ($("repair-card").hidden) showDamage();
+  });
   // asked for: the answer is said either way (the card shows what is wrong)
   $("check").addEventListener("click", () => {
     let found;
