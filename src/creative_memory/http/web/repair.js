@@ -43,10 +43,11 @@ function render(found) {
     el("li", `${p.where}: ${KIND[p.kind] || p.kind} — ${p.detail}`)),
     ...(more > 0 ? [el("li", `… and ${more} more`)] : []));
   $("repair-summary").textContent = `${plural(found.events, "event", "events")} still ` +
-    "read as they should. " + (mends.length
+    "read as they should. " + (log.length
     ? "Repair keeps them all and drops only what is not an event."
-    : "The settings name a derivation version this release does not know: choose one " +
-      "under Derivation.");
+    : settings ? "Repair writes the settings anew; no event is touched."
+      : "The settings name a derivation version this release does not know: choose one " +
+        "under Derivation.");
   $("repair").hidden = !mends.length;
   const dropped = log.filter((p) => p.kind === "unreadable").length;
   $("repair-text").textContent = [
