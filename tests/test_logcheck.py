@@ -545,3 +545,38 @@ def test_a_log_that_is_all_damage_lists_the_first_thousand_problems(tmp_path: Pa
     assert (result.events_dropped, result.events_kept, result.problems_total) == (1500, 0, 1502)
     assert service.check(USER).healthy
     assert len(listed(found.problems)) == MAX_LISTED_PROBLEMS  # already short: as it is
+
+
+def test_every_users_memory_checked_at_once(backend: Backend) -> None:
+    """An operator's question — is anyone's memory damaged? — asked once: every user with a
+    log or settings, in the order of their ids; a user of the daemon's own files is none."""
+    store = backend.store()
+    for user in ("carol", "alice", "bob"):
+        store.ingest_signal(user, AFTER)
+    store.set_memory_enabled("dave", False)  # settings, no log: a user too
+    if backend.kind == "files":
+        (Path(backend.root) / ".daemon").mkdir()  # not a user id: skipped
+        log = Path(backend.root) / "bob" / "events.jsonl"
+        log.write_bytes(log.read_bytes().replace(b'"after"', b'"other"'))
+    else:
+        import psycopg
+
+        with psycopg.connect(backend.root, autocommit=True) as conn:
+            conn.execute("UPDATE cm_events SET line = 'junk'::bytea WHERE user_id = 'bob'")
+    results = MemoryService(backend.store()).check_all()
+    assert [(r.user_id, r.healthy) for r in results] == [
+        ("alice", True),
+        ("bob", False),
+        ("carol", True),
+        ("dave", True),
+    ]
+    if backend.kind != "files":
+        return
+    runner = CliRunner()
+    shown = runner.invoke(main, ["--data-dir", backend.root, "check", "--all-users"])
+    assert shown.exit_code == 1
+    assert shown.output.splitlines()[0] == "4 users: 3 healthy, 1 with problems."
+    assert "`creative-memory repair --confirm --user bob`" in shown.output
+    as_json = runner.invoke(main, ["--data-dir", backend.root, "--json", "check", "--all-users"])
+    doc = json.loads(as_json.output)
+    assert doc["healthy"] is False and [u["user_id"] for u in doc["users"]][:2] == ["alice", "bob"]

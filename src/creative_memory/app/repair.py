@@ -53,6 +53,12 @@ def check_memory(store: MemoryStore, user_id: str) -> CheckResult:
     )
 
 
+def check_every_memory(store: MemoryStore) -> list[CheckResult]:
+    """:meth:`MemoryService.check_all`: :func:`check_memory` of every user the storage
+    holds (a log or settings), in the order of their ids."""
+    return [check_memory(store, user_id) for user_id in store._storage.user_ids()]
+
+
 def repair_memory(
     store: MemoryStore, user_id: str, save_dropped: str | os.PathLike[str] | None
 ) -> RepairResult:

@@ -32,7 +32,12 @@ from creative_memory.app.history import as_of as history_as_of
 from creative_memory.app.lookup import hints, nothing
 from creative_memory.app.migration import MigrateResult, migrate_prototype
 from creative_memory.app.paths import read_file
-from creative_memory.app.repair import check_memory, repair_memory, verified_checksum
+from creative_memory.app.repair import (
+    check_every_memory,
+    check_memory,
+    repair_memory,
+    verified_checksum,
+)
 from creative_memory.app.results import (
     CheckResult,
     DerivationInfo,
@@ -325,6 +330,10 @@ class MemoryService:
     def check(self, user_id: str) -> CheckResult:
         """What is wrong with the user's stored log and settings; nothing is written."""
         return check_memory(self.store, user_id)
+
+    def check_all(self) -> list[CheckResult]:
+        """:meth:`check` of every user the storage holds (an operator's question)."""
+        return check_every_memory(self.store)
 
     def repair(
         self,

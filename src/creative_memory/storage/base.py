@@ -205,6 +205,10 @@ class EventLogStorage(Protocol):
         Nothing is written when ``decide`` raises."""
         ...
 
+    def user_ids(self) -> list[str]:
+        """Every user with a log or settings here, sorted (for a check of them all)."""
+        ...
+
     def read_raw(self, user_id: str) -> RawLog | None:
         """The user's log with its events undecoded, for a check (docs/storage.md, "Check
         and repair"); ``None`` when there is no log."""

@@ -28,14 +28,41 @@ KIND_WORDS = {
 Examples:
   creative-memory check
   creative-memory check --json
-Reads the whole log and writes nothing. Exit 0 when nothing is wrong, 1 when something
-is: a line that is not an event, an event edited outside creative-memory, events out of
-order, a header or settings that do not load. `creative-memory repair --confirm` mends
-the log.
+  creative-memory check --all-users --database "$CREATIVE_MEMORY_DATABASE_URL"
+Reads the whole log and writes nothing (--all-users: every user's). Exit 0 when nothing
+is wrong, 1 when something is: a line that is not an event, an event edited outside
+creative-memory, events out of order, a header or settings that do not load, settings
+naming an unknown derivation version. `creative-memory repair --confirm` mends the rest.
 """
 )
-def check(state: State) -> None:
+@click.option(
+    "--all-users",
+    is_flag=True,
+    help="Check every user of the data dir (or database), not only --user.",
+)
+def check(state: State, all_users: bool) -> None:
     """Check the stored memory: the log line by line, and the settings."""
+    if all_users:
+        with progress("Checking every user's memory", quiet=state.quiet):
+            results = state.service.check_all()
+        if state.json:
+            emit_json(
+                {
+                    "healthy": all(r.healthy for r in results),
+                    "users": [msgspec.to_builtins(r) for r in results],
+                }
+            )
+        else:
+            bad = [r for r in results if not r.healthy]
+            click.echo(
+                f"{plural(len(results), 'user')}: {len(results) - len(bad)} healthy, "
+                f"{len(bad)} with problems."
+            )
+            for result in results:
+                _report_check(result, others=True)
+        if any(not r.healthy for r in results):
+            raise click.exceptions.Exit(1)
+        return
     with progress(f"Checking {state.user}'s memory", quiet=state.quiet):
         result = state.service.check(state.user)
     if state.json:
@@ -87,7 +114,9 @@ def problem_line(problem: LogProblem) -> str:
     return f"  {safe(problem.where)}: {KIND_WORDS[problem.kind]} — {safe(problem.detail)}"
 
 
-def _report_check(result: CheckResult) -> None:
+def _report_check(result: CheckResult, *, others: bool = False) -> None:
+    """One user's check; ``others``: among every user's (the advice names the user)."""
+    user = f" --user {result.user_id}" if others else ""
     if result.healthy:
         click.echo(f"{result.user_id}'s memory is healthy: {plural(result.events, 'event')}.")
         return
@@ -100,13 +129,13 @@ def _report_check(result: CheckResult) -> None:
     _more(len(result.problems), result.problems_total)
     if any(p.kind != "version" for p in result.problems):
         click.echo(
-            "Mend it with `creative-memory repair --confirm` (--save-dropped FILE keeps the "
-            "lines it drops; settings that do not load are written anew, memory off)."
+            f"Mend it with `creative-memory repair --confirm{user}` (--save-dropped FILE "
+            "keeps the lines it drops; settings that do not load are written anew, memory off)."
         )
     if any(p.kind == "version" for p in result.problems):
         click.echo(
             "A newer release chose that version: use it, or choose one this release knows "
-            "(`creative-memory derivation use VERSION`)."
+            f"(`creative-memory derivation use VERSION{user}`)."
         )
 
 

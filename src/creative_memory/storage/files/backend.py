@@ -36,6 +36,7 @@ from creative_memory.engine.events import (
     rechain,
     sequenced,
 )
+from creative_memory.engine.ids import MAX_ID_LENGTH, is_safe_id
 from creative_memory.engine.logcheck import RawLog
 from creative_memory.engine.settings import UserSettings
 from creative_memory.storage.base import (
@@ -532,6 +533,17 @@ class FileStorage:
             if plan.settings is not None:
                 atomic_write(self._settings_path(user_id), encoder.encode(plan.settings) + b"\n")
             return plan
+
+    def user_ids(self) -> list[str]:
+        """The directories under the root named by a safe id, holding a log or settings."""
+        if not self.root.is_dir():
+            return []
+        names = (
+            p.name
+            for p in self.root.iterdir()
+            if is_safe_id(p.name) and len(p.name) <= MAX_ID_LENGTH and p.is_dir()
+        )
+        return sorted(n for n in names if self.user_exists(n))
 
     def read_raw(self, user_id: str) -> RawLog | None:
         """The log with its lines undecoded (:func:`raw_log`)."""

@@ -161,6 +161,15 @@ class PostgresStorage:
             return "", []
         return str(row[0]), self._notes(user_id, row[1])
 
+    def user_ids(self) -> list[str]:
+        """The users whose row holds a log or settings."""
+        with self._db.conn() as conn:
+            rows = conn.execute(
+                "SELECT user_id FROM cm_users "
+                "WHERE generation IS NOT NULL OR settings IS NOT NULL ORDER BY user_id"
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
     def read_raw(self, user_id: str) -> RawLog | None:
         """The log with its rows undecoded (one transaction: a consistent read)."""
         with self._db.conn() as conn, conn.transaction():
