@@ -134,7 +134,9 @@ def repair(
             store._storage.write_settings(user_id, UserSettings(memory_enabled=False))
         if written or unreadable:
             store._forget_states(user_id)
-            if not _settings_problems(store, user_id)[0]:  # derive again, as an erasure does
+            # derive again, as an erasure does — unless the settings still do not load (they
+            # name an unknown version; settings written anew here load)
+            if unreadable or not settings:
                 store._refresh(user_id, write_back=True)
     return Repaired(examined, written, saved[0] if saved else None, settings, unreadable)
 

@@ -142,11 +142,10 @@ def listed(problems: Sequence[LogProblem]) -> list[LogProblem]:
     order, those about the header and the settings always among them."""
     if len(problems) <= MAX_LISTED_PROBLEMS:
         return list(problems)
-    always = [p for p in problems if p.where in ("header", "settings")]
+    head = [p for p in problems if p.where == "header"]
+    tail = [p for p in problems if p.where == "settings"]
     lines = [p for p in problems if p.where not in ("header", "settings")]
-    head = [p for p in always if p.where == "header"]
-    tail = [p for p in always if p.where == "settings"]
-    return head + lines[: MAX_LISTED_PROBLEMS - len(always)] + tail
+    return head + lines[: MAX_LISTED_PROBLEMS - len(head) - len(tail)] + tail
 
 
 def highest_handed_out(raw: RawLog) -> int:
