@@ -186,14 +186,12 @@ class PostgresStorage:
         problem = None
         try:
             notes: list[ErasureNote] | None = self._notes(user_id, row[2])
-        except StorageError as exc:  # a repair writes them anew, as a file's new header
+        except LogDamaged as exc:  # a repair writes them anew, as a file's new header
             notes, problem = None, f"the erasure notes: {undecodable(exc)}"
-        rows = conn.execute(
-            "SELECT seq, line FROM cm_events WHERE user_id = %s ORDER BY seq",
-            (user_id,),
-            binary=True,
-        ).fetchall()
-        lines = [RawLine(where=f"seq {seq}", seq=int(seq), data=bytes(line)) for seq, line in rows]
+        lines = [
+            RawLine(where=f"seq {seq}", seq=int(seq), data=bytes(line))
+            for seq, line in self._rows(conn, user_id)
+        ]
         return RawLog(
             generation=str(row[0]),
             floor=int(row[1]),
@@ -221,7 +219,8 @@ class PostgresStorage:
             return _notes_decoder.decode(text or "[]")
         except msgspec.DecodeError as exc:
             raise LogDamaged(
-                f"{self._db.described}: unreadable erasure notes of user {user_id} ({exc})"
+                f"{self._db.described}: unreadable erasure notes of user {user_id} ({exc}); "
+                f"{REPAIR_HINT}"
             ) from exc
 
     # -- writes ------------------------------------------------------------------------------
@@ -364,12 +363,16 @@ class PostgresStorage:
     def _whole_log(self, conn: psycopg.Connection[tuple[Any, ...]], user_id: str) -> list[Event]:
         """Every event of the log, in ``conn``'s transaction (holding the user's lock, for a
         write that depends on the whole log)."""
-        rows = conn.execute(
+        return [self._decode(user_id, seq, line) for seq, line in self._rows(conn, user_id)]
+
+    @staticmethod
+    def _rows(conn: psycopg.Connection[tuple[Any, ...]], user_id: str) -> list[Any]:
+        """Every ``(seq, line)`` row of the user's log, in ``seq`` order, undecoded."""
+        return conn.execute(
             "SELECT seq, line FROM cm_events WHERE user_id = %s ORDER BY seq",
             (user_id,),
             binary=True,
         ).fetchall()
-        return [self._decode(user_id, seq, line) for seq, line in rows]
 
     def replace_all(self, user_id: str, events: Sequence[Event]) -> None:
         """Atomically replace the whole log with ``events`` (the chain recomputed; their
