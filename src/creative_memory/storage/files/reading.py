@@ -124,7 +124,7 @@ def raw_log(path: Path) -> RawLog | None:
     head = data[:head_end]
     try:
         header = decode_header(head, path)
-    except StorageError as exc:
+    except LogDamaged as exc:
         raw = RawLog(generation="", floor=_highest_seq(head, _FLOOR) or 0, notes=None)
         raw.header_problem = undecodable(exc)
     else:
