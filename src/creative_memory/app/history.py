@@ -10,9 +10,9 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import msgspec
 
@@ -38,6 +38,9 @@ PREFIX_CAPACITY: Final = 16
 #: Users whose decoded log is kept per process for as-of views (least recently used first
 #: out; a user's log is read again, incrementally from then on, when next asked for).
 LOG_CAPACITY: Final = 8
+K = TypeVar("K", bound=tuple[Any, ...])
+V = TypeVar("V")
+
 #: ``explain`` answers kept per process (the page's "Why?" asked again of a memory that has
 #: not changed is a lookup, not a fit at every event of the pattern).
 EXPLAIN_CAPACITY: Final = 32
@@ -158,21 +161,14 @@ class History:
         """The derived state right after ``point``'s event (cached per process, while the
         log it was read from is the user's log: nothing derived from a log an erasure has
         replaced is kept)."""
+
+        def make() -> DerivedState:
+            state = derive(list(point.log[: point.events]), point.version)
+            state.materialize()
+            return state
+
         key = (user_id, point.generation, point.version, point.events)
-        with self._lock:
-            state = self._prefixes.get(key)
-            if state is not None:
-                self._prefixes.move_to_end(key)
-                return state
-        state = derive(list(point.log[: point.events]), point.version)
-        state.materialize()
-        current = self._store._storage.generation(user_id)
-        with self._lock:
-            if current == point.generation and self._current(user_id, current):
-                self._prefixes[key] = state
-                while len(self._prefixes) > PREFIX_CAPACITY:
-                    self._prefixes.popitem(last=False)
-        return state
+        return self._cached(self._prefixes, PREFIX_CAPACITY, key, make)
 
     def explained(
         self,
@@ -192,23 +188,43 @@ class History:
             generation, events = point.generation, list(point.log[: point.events])
             version, n = point.version, point.events
         key = (user_id, generation, version, n, *feature)
-        with self._lock:
-            kept = self._explained.get(key)
-            if kept is not None:
-                self._explained.move_to_end(key)
-                return msgspec.structs.replace(kept)
-        result = explain(events, version, *feature)
-        current = self._store._storage.generation(user_id)
-        with self._lock:
+        result = self._cached(
+            self._explained,
+            EXPLAIN_CAPACITY,
+            key,
+            lambda: explain(events, version, *feature),
             # (an empty answer, nothing to explain, is not kept: it is cheap and holds
             # nothing but the name asked about)
-            if (result.steps or result.records) and (
-                current == generation and self._current(user_id, current)
-            ):
-                self._explained[key] = result
-                while len(self._explained) > EXPLAIN_CAPACITY:
-                    self._explained.popitem(last=False)
+            keeps=lambda answer: bool(answer.steps or answer.records),
+        )
         return msgspec.structs.replace(result)
+
+    def _cached(
+        self,
+        kept: OrderedDict[K, V],
+        capacity: int,
+        key: K,
+        make: Callable[[], V],
+        keeps: Callable[[V], bool] = lambda _: True,
+    ) -> V:
+        """``kept[key]``, or ``make()`` — kept (at most ``capacity``, the least recently
+        used dropped first) when ``keeps`` takes it and the log it was derived from (the
+        key's generation, after its user) is still the user's log: nothing derived from a
+        log an erasure has replaced is kept."""
+        user_id, generation = key[0], key[1]
+        with self._lock:
+            value = kept.get(key)
+            if value is not None:
+                kept.move_to_end(key)
+                return value
+        value = make()
+        current = self._store._storage.generation(user_id)
+        with self._lock:
+            if keeps(value) and current == generation and self._current(user_id, current):
+                kept[key] = value
+                while len(kept) > capacity:
+                    kept.popitem(last=False)
+        return value
 
     def _current(self, user_id: str, generation: str) -> bool:
         """Whether ``generation`` is the user's log as this history last read it; drops
