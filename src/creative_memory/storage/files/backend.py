@@ -64,6 +64,7 @@ from creative_memory.storage.files.cache import (
     purge_derived,
 )
 from creative_memory.storage.files.deferred import Deferring
+from creative_memory.storage.files.fsutil import NOT_WRITABLE
 from creative_memory.storage.files.fsutil import atomic_write as atomic_write
 from creative_memory.storage.files.fsutil import fsync_dir as fsync_dir
 from creative_memory.storage.files.fsutil import make_private_dir as make_private_dir
@@ -139,13 +140,20 @@ class FileStorage:
     def write_back(
         self, user_id: str, generation: str, key: str, state: bytes, snapshot: bytes
     ) -> bool:
-        """Store a derived state and the snapshot while the generation is unchanged."""
-        with self.locked(user_id):
-            if self.generation(user_id) != generation:
+        """Store a derived state and the snapshot while the generation is unchanged. A
+        store this process cannot write (a read-only mount, another account's files) is
+        read without them: they are a cache (docs/storage.md, "A store you cannot write")."""
+        try:
+            with self.locked(user_id):
+                if self.generation(user_id) != generation:
+                    return False
+                self._cache(user_id).put(key, state)
+                atomic_write(self.user_dir(user_id) / SNAPSHOT_NAME, snapshot)
+                return True
+        except OSError as exc:
+            if exc.errno in NOT_WRITABLE:
                 return False
-            self._cache(user_id).put(key, state)
-            atomic_write(self.user_dir(user_id) / SNAPSHOT_NAME, snapshot)
-            return True
+            raise
 
     def _purge_derived(self, user_id: str) -> None:
         """Delete every derived file of the user (:func:`purge_derived`; caller holds the

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import secrets
 import stat
 from pathlib import Path
+
+#: The errors of a write this process may not make where it tried: a read-only file system,
+#: files or directories of another account (docs/storage.md, "A store you cannot write").
+NOT_WRITABLE: frozenset[int] = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 
 
 def fsync_path(path: Path, flags: int = os.O_RDONLY) -> None:
