@@ -462,6 +462,13 @@ BAD: list[tuple[str, str, dict[str, Any], int, str | None]] = [
         415,
         "content-type",
     ),
+    (
+        "POST",
+        "/api/v1/events",
+        {"content": b"{}", "headers": {"Content-Type": "application/json; charset=latin-1"}},
+        415,
+        "content-type",
+    ),
     ("GET", "/api/v1/memory", {"params": {"project_id": "../etc"}}, 422, "project_id"),
     ("GET", "/api/v1/memory", {"params": {"project_id": "__proto__"}}, 422, "project_id"),
     ("GET", "/api/v1/memory", {"params": [("project_id", "a"), ("project_id", "b")]}, 422, None),
@@ -575,6 +582,15 @@ def test_bad_input_gets_a_problem_document(
     r = api.request(method, path, **kwargs)
     assert_problem(r, status, field)
     assert store.events("default") == []
+
+
+@pytest.mark.parametrize(
+    "ctype", ["application/json; charset=utf-8", 'application/json;charset="UTF8"', "text/x+json"]
+)
+def test_json_declared_in_utf_8_is_read(api: Api, ctype: str) -> None:
+    r = api.post("/api/v1/settings", content=b'{"diagnostics_feed": true}',
+                 headers={"Content-Type": ctype})  # fmt: skip
+    assert r.status_code == 200 and r.json()["diagnostics_feed"] is True
 
 
 JSON_ROUTES: list[tuple[str, str]] = [
@@ -959,6 +975,9 @@ def test_login_link_sets_a_strict_httponly_cookie(
     r = browser.get("/")
     assert r.status_code == 401 and "creative-memory ui" in r.text
     nonce = files.create_login("default")
+    # a link preview or a prefetch (HEAD) does not spend the link
+    r = browser.head("/login", params={"once": nonce})
+    assert r.status_code == 204 and "set-cookie" not in r.headers
     r = browser.get("/login", params={"once": nonce})
     assert r.status_code == 303 and r.headers["location"] == "/"
     cookie = r.headers["set-cookie"]

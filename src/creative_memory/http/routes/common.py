@@ -136,17 +136,23 @@ def conditional(request: Request, response: Response) -> Response:
 
 
 def check_json_type(request: Request) -> None:
-    """415 unless the request body is declared JSON (or not declared at all)."""
-    ctype = request.headers.get("content-type")
-    media = (ctype or "").split(";", 1)[0].strip().lower()
+    """415 unless the request body is declared JSON (or not declared at all), in UTF-8 (a
+    ``charset`` other than UTF-8 is refused rather than read as UTF-8)."""
+    media, *params = (request.headers.get("content-type") or "").split(";")
+    media = media.strip().lower()
     if media and media != JSON and not media.endswith("+json"):
-        raise Problem(
-            415,
-            "Unsupported media type",
-            f"send JSON (Content-Type: application/json), not {media}",
-            slug="unsupported-media-type",
-            field="content-type",
-        )
+        raise _unsupported(f"send JSON (Content-Type: application/json), not {media}")
+    for param in params:
+        name, _, value = param.partition("=")
+        charset = value.strip().strip('"').lower()
+        if name.strip().lower() == "charset" and charset not in ("utf-8", "utf8"):
+            raise _unsupported(f"send JSON in UTF-8 (charset=utf-8), not charset={charset}")
+
+
+def _unsupported(detail: str) -> Problem:
+    return Problem(
+        415, "Unsupported media type", detail, slug="unsupported-media-type", field="content-type"
+    )
 
 
 async def read_json(request: Request) -> Any:

@@ -104,7 +104,10 @@ async def favicon(request: Request) -> Response:
 async def login(request: Request) -> Response:
     """GET /login?once=: consume a one-time nonce, set the session cookie, go to the page.
     A link that does not sign in gets the signed-out page in a browser (same status), the
-    problem document otherwise."""
+    problem document otherwise. A HEAD (a link preview, a prefetch) spends nothing: the
+    link stays valid for the person who opens it."""
+    if request.method == "HEAD":
+        return Response(status_code=204, headers={"Cache-Control": "no-store"})
     d = daemon(request)
     nonce = query(request, "once")
     if not nonce:
