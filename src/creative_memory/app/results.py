@@ -243,3 +243,14 @@ class IngestResult(msgspec.Struct, kw_only=True):
     learning: bool
     redactions: dict[str, int]
     results: list[IngestItem]
+
+
+class IngestInterrupted(KeyboardInterrupt):
+    """An ingest stopped by an interrupt (Ctrl-C) between two of its events: ``result`` is
+    the report of the events read before it — stored, coalesced or rejected — with the
+    pending edit-saves delivered, so nothing read is lost and nothing after it was read
+    (``MemoryService.ingest``). Uncaught, it is the interrupt it stands for."""
+
+    def __init__(self, result: IngestResult) -> None:
+        super().__init__(f"interrupted after {result.events} events")
+        self.result = result

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -45,6 +45,7 @@ from creative_memory.app.results import (
     ForgetResult,
     ImportResult,
     IngestInput,
+    IngestInterrupted,
     IngestItem,
     IngestResult,
     PreviewResult,
@@ -89,6 +90,7 @@ __all__ = [
     "ForgetResult",
     "ImportResult",
     "IngestInput",
+    "IngestInterrupted",
     "IngestItem",
     "IngestResult",
     "MemoryService",
@@ -412,7 +414,7 @@ class MemoryService:
     def ingest(
         self,
         user_id: str,
-        items: Sequence[IngestInput],
+        items: Iterable[IngestInput],
         layer: CaptureLayer,
         *,
         now_ms: int | None = None,
@@ -426,6 +428,12 @@ class MemoryService:
         daemon); without it each event's own ``timestamp`` is its capture time (replaying
         a file). ``close`` delivers the pending edit-saves at the end (a one-shot batch).
         ``progress`` is called with 1 after each item (a progress display).
+
+        An interrupt (``KeyboardInterrupt``) stops it: the pending edit-saves are delivered
+        all the same (with ``close``) and :class:`IngestInterrupted` carries the report of
+        the items taken before it. An interrupt that lands while an event is being stored
+        may leave that one event stored and unreported; the CLI holds Ctrl-C back until
+        the item in hand is done (or raises it from ``progress``).
         """
         validate_user_id(user_id)  # the acting user
         rows: list[IngestItem] = []
@@ -446,32 +454,36 @@ class MemoryService:
             for k, v in report.redactions.items():
                 redactions[k] = redactions.get(k, 0) + v
 
-        for item in items:
-            located += 1
-            reason = item.error or _precheck(item.value, user_id)
-            if reason is not None:
-                value = item.value if isinstance(item.value, dict) else {}
-                name, art = value.get("event"), value.get("artifact_id")
-                rows.append(
-                    IngestItem(
-                        where=item.where,
-                        event=name if isinstance(name, str) else "?",
-                        status="rejected",
-                        reason=reason,
-                        artifact_id=art if isinstance(art, str) else None,
+        interrupted = False
+        try:
+            for item in items:
+                located += 1
+                reason = item.error or _precheck(item.value, user_id)
+                if reason is not None:
+                    value = item.value if isinstance(item.value, dict) else {}
+                    name, art = value.get("event"), value.get("artifact_id")
+                    rows.append(
+                        IngestItem(
+                            where=item.where,
+                            event=name if isinstance(name, str) else "?",
+                            status="rejected",
+                            reason=reason,
+                            artifact_id=art if isinstance(art, str) else None,
+                        )
                     )
-                )
+                    if progress is not None:
+                        progress(1)
+                    continue
+                at = now_ms
+                if at is None:
+                    ts = item.value.get("timestamp")
+                    parsed = try_parse_ts(ts) if isinstance(ts, str) else None
+                    at = self.store.now_ms() if parsed is None else parsed
+                absorb(layer.submit(item.value, at), item.where)
                 if progress is not None:
                     progress(1)
-                continue
-            at = now_ms
-            if at is None:
-                ts = item.value.get("timestamp")
-                parsed = try_parse_ts(ts) if isinstance(ts, str) else None
-                at = self.store.now_ms() if parsed is None else parsed
-            absorb(layer.submit(item.value, at), item.where)
-            if progress is not None:
-                progress(1)
+        except KeyboardInterrupt:
+            interrupted = True
         if close:
             absorb(layer.close(), None)
 
@@ -481,7 +493,7 @@ class MemoryService:
             )
 
         settings = self.store.get_settings(user_id)
-        return IngestResult(
+        result = IngestResult(
             user_id=user_id,
             events=located,
             accepted=count("accepted", True),
@@ -494,6 +506,9 @@ class MemoryService:
             redactions=dict(sorted(redactions.items())),
             results=rows,
         )
+        if interrupted:
+            raise IngestInterrupted(result)
+        return result
 
     # prompt and decay ---------------------------------------------------------------------
     def prompt(

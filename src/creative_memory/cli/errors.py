@@ -30,11 +30,14 @@ EXIT_USAGE: Final = 2
 #: stdout's reader went away: 128 + SIGPIPE, what a shell reports for a tool SIGPIPE ended.
 EXIT_PIPE: Final = 141
 
+#: an ``ingest`` stopped by Ctrl-C between two events: 128 + SIGINT, as a shell reports it.
+EXIT_INTERRUPTED: Final = 130
+
 #: The exit codes as the ``--help`` epilog states them.
 EXIT_CODES_HELP: Final = (
     "Exit codes: 0 ok; 1 the operation failed (not found, conflict, storage, anything else); "
-    "2 usage error (bad options or arguments, invalid values); 141 stdout's reader went away "
-    "(| head)."
+    "2 usage error (bad options or arguments, invalid values); 130 ingest stopped by Ctrl-C; "
+    "141 stdout's reader went away (| head)."
 )
 
 
@@ -80,6 +83,12 @@ class OneLineError(click.ClickException):
     def show(self, file: Any = None) -> None:
         """Print ``Error: <message>`` on stderr."""
         click.echo(f"Error: {error_line(self.format_message())}", err=True)
+
+
+class Interrupted(OneLineError):
+    """An ``ingest`` stopped by Ctrl-C between two events, shown on one line (exit 130)."""
+
+    exit_code = EXIT_INTERRUPTED
 
 
 def usage_error(exc: click.UsageError) -> click.UsageError:

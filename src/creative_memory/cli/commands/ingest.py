@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
+import threading
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -10,6 +14,7 @@ import click
 import msgspec
 
 from creative_memory.cli.context import State, command
+from creative_memory.cli.errors import Interrupted
 from creative_memory.cli.render import (
     PROGRESS_MIN_EVENTS,
     emit_json,
@@ -97,6 +102,7 @@ def ingest(state: State, source: str) -> None:
     2 s count once); pending edit-saves are delivered at the end. A bad line never stops
     the rest. Events for another user are rejected (the CLI acts for one user). Exit 1 if
     any event was rejected, after processing all of them."""
+    from creative_memory.app.service import IngestInterrupted
     from creative_memory.capture.layer import CaptureLayer
 
     user = state.user
@@ -113,21 +119,87 @@ def ingest(state: State, source: str) -> None:
     layer = CaptureLayer(service.store)
     show = len(items) >= PROGRESS_MIN_EVENTS
     total = len(items) if show else None
-    with progress(f"Ingesting {len(items)} events", total, quiet=state.quiet) as advance:
-        result = service.ingest(user, items, layer, close=True, progress=advance)
-    _report(state, result, label)
+    held = HeldInterrupt()
+    with (
+        progress(f"Ingesting {len(items)} events", total, quiet=state.quiet) as advance,
+        held.installed(),
+    ):
+
+        def step(n: int) -> None:
+            advance(n)
+            held.done()
+
+        interrupted: tuple[str | None, int] | None = None
+        try:
+            result = service.ingest(user, held.items(items), layer, close=True, progress=step)
+        except IngestInterrupted as exc:
+            result = exc.result
+            stopped = items[result.events - 1].where if result.events else None
+            interrupted = (stopped, len(items) - result.events)
+    _report(state, result, label, interrupted)
 
 
-def _report(state: State, result: IngestResult, label: str) -> None:
+class HeldInterrupt:
+    """Ctrl-C during an ingest waits for the event in hand to be stored and reported, then
+    stops it between two events (``MemoryService.ingest`` delivers what is pending); a
+    second Ctrl-C stops at once."""
+
+    def __init__(self) -> None:
+        self.busy = False
+        self.pending = False
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        """This object as the SIGINT handler (in the main thread; elsewhere nothing)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = signal.signal(signal.SIGINT, self._handle)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.busy and not self.pending:
+            self.pending = True
+            return
+        raise KeyboardInterrupt
+
+    def items(self, items: Iterable[IngestInput]) -> Iterator[IngestInput]:
+        """``items``, each marked in hand until :meth:`done`."""
+        for item in items:
+            self.busy = True
+            yield item
+
+    def done(self) -> None:
+        """The item in hand is done: a Ctrl-C held back meanwhile stops the ingest here."""
+        self.busy = False
+        if self.pending:
+            raise KeyboardInterrupt
+
+
+def _report(
+    state: State,
+    result: IngestResult,
+    label: str,
+    interrupted: tuple[str | None, int] | None = None,
+) -> None:
+    """Print the report; ``interrupted``: where an interrupted ingest stopped (the last
+    item taken) and how many items it did not read — then exit 130."""
     rows = result.results
     problems = [r for r in rows if r.status in ("rejected", "failed")]
     if state.json:
         doc = msgspec.to_builtins(result)
+        extra = {}
+        if interrupted is not None:
+            extra["interrupted"] = {"after": interrupted[0], "unread": interrupted[1]}
         emit_json(
             {
                 "user_id": doc["user_id"],
                 "source": label,
                 **{k: v for k, v in doc.items() if k != "user_id"},
+                **extra,
             }
         )
     else:
@@ -153,6 +225,12 @@ def _report(state: State, result: IngestResult, label: str) -> None:
             click.echo(
                 f"Note: memory is {why} for {result.user_id}; accepted events were not learned."
             )
+    if interrupted is not None:
+        after, unread = interrupted
+        raise Interrupted(
+            f"interrupted after {safe(after) if after else 'the start'}: "
+            f"{plural(unread, 'event')} after it not read; what was read is stored as reported"
+        )
     if problems:
         noun = "event" if len(problems) == 1 else "events"
         locations = safe(_locations(problems))
