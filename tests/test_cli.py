@@ -382,8 +382,8 @@ def test_an_altered_log_is_a_storage_failure_of_export_not_a_usage_error(cli: Cl
     text = log.read_text()
     assert "airy_spacing" in text
     log.write_text(text.replace("airy_spacing", "airy_spacinh", 1))
-    one_line_error(cli("export", str(cli.root / "out.json")), 1, "altered", "hash chain")
-    assert not (cli.root / "out.json").exists()
+    one_line_error(cli("export", str(cli.tmp / "out.json")), 1, "altered", "hash chain")
+    assert not (cli.tmp / "out.json").exists()
 
 
 def test_relative_environment_root_is_an_error(cli: Cli) -> None:

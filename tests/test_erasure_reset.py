@@ -56,3 +56,40 @@ def test_a_global_reset_keeps_the_projects(tmp_path: Path) -> None:
     assert result.events_removed == 2  # the global signal and the global refinement
     assert [r.project_id for r in store.refinement_log(U)] == ["landing"]
     assert {r.scope for r in store.list_preferences(U)} == {"project:landing"}
+
+
+def test_no_copy_of_memory_is_written_inside_the_store(tmp_path: Path) -> None:
+    """An export (library, service, CLI) into the file store's directory is refused: the
+    copy would outlive every later erasure, and a byte search of the store after a reset
+    would still find what was erased (docs/storage.md, "Erasure")."""
+    import pytest
+
+    from creative_memory import ValidationError
+    from tests.test_cli import Cli, one_line_error
+
+    root = tmp_path / "mem"
+    store = MemoryStore(root, clock=ManualClock())
+    adapter.on_explicit_tag_applied(store, event(None, tag_text="not this"))
+    service = MemoryService(store)
+    # (over the log itself, an export would have replaced it with the archive)
+    inside = [root / "x.json", root / U / "backup.json", root / U / "events.jsonl"]
+    (root / "link").symlink_to(root / U)
+    for path in [*inside, root / "link" / "x.json", tmp_path / "mem" / ".." / "mem" / "y.json"]:
+        for export in (store.export_memory, service.export_to):
+            with pytest.raises(ValidationError) as refused:
+                export(U, path)
+            assert refused.value.field == "path" and "outlive every later erasure" in str(
+                refused.value
+            )
+    for path in (tmp_path, tmp_path / "missing" / "x.json", ""):  # not IsADirectoryError
+        for export in (store.export_memory, service.export_to):
+            with pytest.raises(ValidationError):
+                export(U, path)
+    store.export_memory(U, tmp_path / "outside.json")
+    assert service.export_to(U, tmp_path / "outside2.json").events == 1
+    cli = Cli(tmp_path)  # its memory is `root`: tmp_path / "mem"
+    cli.overrides["MEMORY_STORAGE_ROOT"] = str(root)
+    one_line_error(cli("export", str(root / U / "b.json")), 2, "inside the memory's own")
+    assert sorted(p.name for p in (root / U).iterdir()) == [".lock", "events.jsonl"]
+    assert service.reset(U, confirm=True).events_removed == 1
+    assert not [p for p in root.rglob("*") if p.is_file() and b"neon_palette" in p.read_bytes()]

@@ -252,6 +252,28 @@ def read_file(field: str, path: Path) -> bytes:
         raise ValidationError(field, f"cannot read {path}: {exc.strerror}") from None
 
 
+def output_file(field: str, path: str | os.PathLike[str], store_root: Path | None) -> Path:
+    """The file a copy of memory is written to (an export, a repair's dropped lines),
+    checked before anything is written: named, not a directory, in a directory that
+    exists, and not inside ``store_root`` — the file store's directory, where the copy
+    would outlive every later erasure (docs/storage.md, "Erasure"). ``ValidationError``s
+    name ``field``."""
+    if not os.fspath(path):
+        raise ValidationError(field, "an empty path")
+    target = Path(path)
+    if target.is_dir():
+        raise ValidationError(field, f"{target} is a directory")
+    if not target.parent.is_dir():
+        raise ValidationError(field, f"directory {target.parent} does not exist")
+    if store_root is not None and target.resolve().is_relative_to(store_root.resolve()):
+        raise ValidationError(
+            field,
+            f"{target} is inside the memory's own directory {store_root}: a copy there would "
+            "outlive every later erasure; choose a place outside it",
+        )
+    return target
+
+
 def prototype_file(source: Path, user_id: str) -> Path:
     """The prototype ``preferences.json`` that ``source`` names: the file itself, or in a
     prototype user directory, or under ``<root>/<user>/``."""

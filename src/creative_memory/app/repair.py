@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from creative_memory.app.hosting import is_local
+from creative_memory.app.paths import output_file
 from creative_memory.app.results import CheckResult, RepairResult
 from creative_memory.engine.errors import CreativeMemoryError, LogDamaged, ValidationError
 from creative_memory.engine.events import validate_user_id
@@ -148,22 +148,8 @@ def _dropped(raw: RawLog, examined: Examined) -> list[bytes]:
 
 
 def _target(store: MemoryStore, path: str | os.PathLike[str]) -> Path:
-    """The file the dropped lines go to: not a directory, in a directory that exists, and
-    not inside a file store's root (a copy there would outlive every later erasure)."""
-    if not str(path):
-        raise ValidationError("save_dropped", "an empty path")
-    target = Path(path)
-    if target.is_dir():
-        raise ValidationError("save_dropped", f"{target} is a directory")
-    if not target.parent.is_dir():
-        raise ValidationError("save_dropped", f"directory {target.parent} does not exist")
-    if is_local(store) and target.resolve().is_relative_to(Path(store.root).resolve()):
-        raise ValidationError(
-            "save_dropped",
-            f"{target} is inside the memory's own directory {store.root}: what is dropped "
-            "would stay in the store; choose a place outside it",
-        )
-    return target
+    """The file the dropped lines go to (:func:`~creative_memory.app.paths.output_file`)."""
+    return output_file("save_dropped", path, store._files_root())
 
 
 def _settings_problems(store: MemoryStore, user_id: str) -> tuple[list[LogProblem], bool]:

@@ -31,7 +31,7 @@ from creative_memory.app.history import History, inspect_at, preview, retrieval_
 from creative_memory.app.history import as_of as history_as_of
 from creative_memory.app.lookup import hints, nothing
 from creative_memory.app.migration import MigrateResult, migrate_prototype
-from creative_memory.app.paths import read_file
+from creative_memory.app.paths import output_file, read_file
 from creative_memory.app.repair import (
     check_every_memory,
     check_memory,
@@ -369,13 +369,10 @@ class MemoryService:
         )
 
     def export_to(self, user_id: str, path: str | os.PathLike[str]) -> ExportResult:
-        """Write the user's archive to ``path`` (atomically; the directory must exist)."""
-        target = Path(path)
+        """Write the user's archive to ``path`` (atomically; the directory must exist, and
+        not inside the file store's directory: :func:`~creative_memory.app.paths.output_file`)."""
+        target = output_file("path", path, self.store._files_root())
         data, result = self.export_archive(user_id)
-        if target.is_dir():
-            raise ValidationError("path", f"{target} is a directory")
-        if not target.parent.is_dir():
-            raise ValidationError("path", f"directory {target.parent} does not exist")
         atomic_write(target, data)
         return result
 

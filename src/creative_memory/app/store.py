@@ -22,7 +22,7 @@ from creative_memory.app import learning as rules
 from creative_memory.app.derived import DerivedStates, _Memo
 from creative_memory.app.door import LogDoor
 from creative_memory.app.held import StoreHolding
-from creative_memory.app.paths import read_file
+from creative_memory.app.paths import output_file, read_file
 from creative_memory.app.results import SettingsView
 from creative_memory.capture.redaction import RedactionPolicy
 from creative_memory.engine.constants import DERIVATION_VERSION
@@ -125,6 +125,11 @@ class MemoryStore:
     def now_ms(self) -> int:
         """The store's notion of "now" (epoch ms) — the injected clock."""
         return self._clock()
+
+    def _files_root(self) -> Path | None:
+        """The file store's directory (``None`` for a database)."""
+        storage = self._storage
+        return storage.root if isinstance(storage, FileStorage) else None
 
     def _settings(self, user_id: str) -> UserSettings:
         return self._storage.read_settings(user_id) or UserSettings()
@@ -512,10 +517,8 @@ class MemoryStore:
     def export_memory(self, user_id: str, path: str | os.PathLike[str]) -> None:
         """Write a versioned, checksummed archive of the user's raw events and settings."""
         validate_user_id(user_id)
+        target = output_file("path", path, self._files_root())
         data = encode_archive(user_id, self._settings(user_id), self.events(user_id))
-        target = Path(path)
-        if not target.parent.is_dir():
-            raise ValidationError("path", f"directory {target.parent} does not exist")
         atomic_write(target, data)
 
     def import_memory(

@@ -57,7 +57,7 @@ def export(state: State, target: str | None, to: str | None) -> None:
         if to_stdout:
             data, result = service.export_archive(state.user)
         else:
-            result = service.export_to(state.user, Path(path))
+            result = service.export_to(state.user, path)
     doc = {
         "user_id": result.user_id,
         "path": path,
