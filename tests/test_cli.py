@@ -1117,9 +1117,15 @@ def test_decay(cli: Cli) -> None:
     doc = cli.json("decay", "--now", "2026-07-01")
     assert doc["decayed"] == 3 and doc["archived"] == 0
     assert doc["now"] == "2026-07-01T23:59:59.999Z"
-    doc = cli.json("decay", "--now", "2027-06-01T00:00:00+00:00")
+    doc = cli.json("decay", "--now", "2026-11-01T00:00:00+00:00")
     assert doc["archived"] >= 1
     assert cli.json("decay")["now"].endswith("Z")  # default: the current time
+    # a pass in the future would archive for good by time that has not passed: refused
+    log = cli.root / "alice" / "events.jsonl"
+    before = log.read_bytes()
+    for future in ("2099-01-01", "2099-01-01T00:00:00Z"):
+        one_line_error(cli("decay", "--now", future), 2, "'--now'", "in the future")
+    assert log.read_bytes() == before
 
 
 def test_migrate(cli: Cli, tmp_path: Path) -> None:

@@ -81,10 +81,11 @@ def test_no_copy_of_memory_is_written_inside_the_store(tmp_path: Path) -> None:
             assert refused.value.field == "path" and "outlive every later erasure" in str(
                 refused.value
             )
-    for path in (tmp_path, tmp_path / "missing" / "x.json", ""):  # not IsADirectoryError
+    wrong: tuple[Path | str, ...] = (tmp_path, tmp_path / "missing" / "x.json", "")
+    for bad in wrong:  # a ValidationError each, not IsADirectoryError
         for export in (store.export_memory, service.export_to):
             with pytest.raises(ValidationError):
-                export(U, path)
+                export(U, bad)
     store.export_memory(U, tmp_path / "outside.json")
     assert service.export_to(U, tmp_path / "outside2.json").events == 1
     cli = Cli(tmp_path)  # its memory is `root`: tmp_path / "mem"

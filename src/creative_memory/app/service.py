@@ -79,7 +79,7 @@ from creative_memory.engine.prompt import (
 from creative_memory.engine.scope import validate_feature
 from creative_memory.engine.settings import VersionChange
 from creative_memory.engine.timeline import Timeline, timeline
-from creative_memory.engine.timeutil import format_ts, try_parse_ts
+from creative_memory.engine.timeutil import format_ts, instant_to_ms, try_parse_ts
 from creative_memory.storage.files.fsutil import atomic_write
 
 __all__ = [
@@ -567,7 +567,15 @@ class MemoryService:
         return result
 
     def decay(self, user_id: str, now: str | None = None) -> DecayResult:
-        """One decay pass at ``now`` (default: the store's clock)."""
+        """One decay pass at ``now`` (default: the store's clock). A ``now`` later than the
+        clock is refused: the pass is stored, and records weakened or archived by time
+        that has not passed would stay so until new evidence revives them one by one."""
+        if now is not None and instant_to_ms(now, "now") > self.store.now_ms():
+            raise ValidationError(
+                "now",
+                f"{now} is in the future: a decay pass is stored, and what it weakens or "
+                "archives stays so; run it as of now or an earlier time",
+            )
         return self.store.run_decay(user_id, now)
 
     # helpers ------------------------------------------------------------------------------
