@@ -374,6 +374,24 @@ def test_unusable_user_directory_and_corrupt_log(cli: Cli) -> None:
     one_line_error(cli("forget", "color", "neon_palette"), 1, "not a valid event")
 
 
+def test_the_advice_for_a_damaged_memory_reaches_the_same_memory(cli: Cli, tmp_path: Path) -> None:
+    """The commands a damaged memory's error suggests carry the options that chose it (a
+    data dir and a user given on the command line); from the environment they need none."""
+    other = tmp_path / "other dir"
+    cli.ok("--data-dir", str(other), "--user", "bob", "enable")
+    (other / "bob" / "settings.json").write_text("{")
+    r = cli("--data-dir", str(other), "inspect", "--user", "bob")
+    one_line_error(r, 1, "unreadable settings")
+    options = f"--data-dir '{other}' --user bob"
+    assert f"`creative-memory {options} check` lists" in r.err
+    assert f"`creative-memory {options} repair --confirm` mends" in r.err
+    env = {"MEMORY_STORAGE_ROOT": str(other), "CREATIVE_MEMORY_USER": "bob"}
+    r = cli("inspect", env=env)
+    one_line_error(r, 1, "`creative-memory check` lists", "`creative-memory repair --confirm`")
+    assert cli("check", env=env).code == 1
+    assert cli.ok("repair", "--confirm", "--data-dir", str(other), "--user", "bob")
+
+
 def test_an_altered_log_is_a_storage_failure_of_export_not_a_usage_error(cli: Cli) -> None:
     """A log whose hash chain no longer verifies (edited by hand) is a failure of the store:
     exit 1, not 2 as for a tampered archive the caller gave."""

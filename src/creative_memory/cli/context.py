@@ -23,6 +23,7 @@ from creative_memory.app.paths import (
     ResolvedUser,
     check_root,
     database_url_problem,
+    redact_url,
     resolve_database,
     resolve_root,
     resolve_user,
@@ -114,6 +115,20 @@ class State:
         if url is None:
             return None
         return url, "--database" if self.database_flag else DATABASE_ENV
+
+    def options_given(self) -> str:
+        """The global options given on the command line that choose the memory (data dir,
+        user, database — its password shown as ``***``), shell-quoted: what a command
+        suggested in advice needs to reach the same memory (the environment reaches it
+        anyway)."""
+        import shlex
+
+        given = [
+            ("--data-dir", self.data_dir),
+            ("--database", redact_url(self.database_flag) if self.database_flag else None),
+            ("--user", self.user_flag),
+        ]
+        return " ".join(f"{flag} {shlex.quote(value)}" for flag, value in given if value)
 
     @property
     def service(self) -> MemoryService:

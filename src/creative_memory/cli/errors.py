@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import click
 
-from creative_memory.engine.errors import ValidationError
+from creative_memory.engine.errors import LogDamaged, ValidationError
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
@@ -120,6 +120,17 @@ def _param_for(ctx: click.Context, field: str) -> str | None:
     return None
 
 
+def damaged(exc: LogDamaged, state: object) -> str:
+    """A damaged memory's message, its advice naming the global options this command was
+    given (``--data-dir``, ``--user``…), so the commands it suggests reach the same memory."""
+    from creative_memory.engine.logcheck import REPAIR_HINT, repair_hint
+
+    message = one_line(exc)
+    options_given = getattr(state, "options_given", None)
+    options = options_given() if callable(options_given) else ""
+    return message.replace(REPAIR_HINT, repair_hint(options)) if options else message
+
+
 def failure(exc: BaseException) -> click.ClickException:
     """Any other failure as one line, exit 1."""
     if isinstance(exc, click.ClickException):
@@ -164,6 +175,8 @@ class Group(click.Group):
             raise failure(exc) from exc
         except ValidationError as exc:
             raise validation_error(exc, None) from exc
+        except LogDamaged as exc:
+            raise OneLineError(damaged(exc, ctx.obj)) from exc
         except Exception as exc:  # NotFound, Conflict, StorageError, OSError, anything else
             raise failure(exc) from exc
         finally:

@@ -34,12 +34,20 @@ from creative_memory.engine.events import CHAIN_GENESIS, Event, chain_hash, deco
 
 ProblemKind = Literal["unreadable", "altered", "out_of_order", "header", "settings", "version"]
 
-#: What an error about a damaged log (or settings) tells the person to do.
-REPAIR_HINT: Final = (
-    "the stored memory is damaged: `creative-memory check` lists what is wrong and "
-    "`creative-memory repair --confirm` mends it "
-    '(docs/storage.md, "Check and repair")'
-)
+
+def repair_hint(options: str = "") -> str:
+    """What an error about a damaged log (or settings) tells the person to do; ``options``:
+    the global options that reach the same memory (a host adds the ones it was given)."""
+    cmd = f"creative-memory {options} " if options else "creative-memory "
+    return (
+        f"the stored memory is damaged: `{cmd}check` lists what is wrong and "
+        f"`{cmd}repair --confirm` mends it "
+        '(docs/storage.md, "Check and repair")'
+    )
+
+
+#: :func:`repair_hint` as the library and the daemon give it.
+REPAIR_HINT: Final = repair_hint()
 #: How many problems an answer lists (a log that is all damage would otherwise list one per
 #: line); the count of all of them is given beside.
 MAX_LISTED_PROBLEMS: Final = 1000
