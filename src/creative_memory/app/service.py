@@ -18,7 +18,6 @@ The rules that the surfaces used to decide differently (docs/architecture.md,
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -29,6 +28,7 @@ import msgspec
 
 from creative_memory.app.history import History, inspect_at, preview, retrieval_at
 from creative_memory.app.history import as_of as history_as_of
+from creative_memory.app.ingesting import ingest_items
 from creative_memory.app.lookup import hints, nothing
 from creative_memory.app.migration import MigrateResult, migrate_prototype
 from creative_memory.app.paths import output_file, read_file
@@ -60,10 +60,10 @@ from creative_memory.app.results import (
 from creative_memory.app.settings_change import settings_edit
 from creative_memory.app.store import MemoryStore
 from creative_memory.app.worker import DerivationWorker, lazy_status
-from creative_memory.capture.layer import CaptureLayer, CaptureReport
+from creative_memory.capture.layer import CaptureLayer
 from creative_memory.engine.derivation.registry import check_version, known_versions
 from creative_memory.engine.errors import Conflict, NotFound, StorageError, ValidationError
-from creative_memory.engine.events import validate_project_id, validate_user_id
+from creative_memory.engine.events import validate_project_id
 from creative_memory.engine.explain import Explanation
 from creative_memory.engine.ids import bucket_of_scope
 from creative_memory.engine.models import DecayResult, RetrievalResult
@@ -79,7 +79,7 @@ from creative_memory.engine.prompt import (
 from creative_memory.engine.scope import validate_feature
 from creative_memory.engine.settings import VersionChange
 from creative_memory.engine.timeline import Timeline, timeline
-from creative_memory.engine.timeutil import format_ts, instant_to_ms, try_parse_ts
+from creative_memory.engine.timeutil import format_ts, instant_to_ms
 from creative_memory.storage.files.fsutil import atomic_write
 
 __all__ = [
@@ -432,80 +432,9 @@ class MemoryService:
         may leave that one event stored and unreported; the CLI holds Ctrl-C back until
         the item in hand is done (or raises it from ``progress``).
         """
-        validate_user_id(user_id)  # the acting user
-        rows: list[IngestItem] = []
-        redactions: dict[str, int] = {}
-        located = 0
-
-        def absorb(report: CaptureReport, where: str | None) -> None:
-            for r in report.results:
-                rows.append(
-                    IngestItem(
-                        where=where if r.index is not None else None,
-                        event=r.event,
-                        status=r.status,
-                        reason=r.reason,
-                        artifact_id=r.artifact_id,
-                    )
-                )
-            for k, v in report.redactions.items():
-                redactions[k] = redactions.get(k, 0) + v
-
-        interrupted = False
-        try:
-            for item in items:
-                located += 1
-                reason = item.error or _precheck(item.value, user_id)
-                if reason is not None:
-                    value = item.value if isinstance(item.value, dict) else {}
-                    name, art = value.get("event"), value.get("artifact_id")
-                    rows.append(
-                        IngestItem(
-                            where=item.where,
-                            event=name if isinstance(name, str) else "?",
-                            status="rejected",
-                            reason=reason,
-                            artifact_id=art if isinstance(art, str) else None,
-                        )
-                    )
-                    if progress is not None:
-                        progress(1)
-                    continue
-                at = now_ms
-                if at is None:
-                    ts = item.value.get("timestamp")
-                    parsed = try_parse_ts(ts) if isinstance(ts, str) else None
-                    at = self.store.now_ms() if parsed is None else parsed
-                absorb(layer.submit(item.value, at), item.where)
-                if progress is not None:
-                    progress(1)
-        except KeyboardInterrupt:
-            interrupted = True
-        if close:
-            absorb(layer.close(), None)
-
-        def count(status: str, located_only: bool = False) -> int:
-            return sum(
-                r.status == status and (not located_only or r.where is not None) for r in rows
-            )
-
-        settings = self.store.get_settings(user_id)
-        result = IngestResult(
-            user_id=user_id,
-            events=located,
-            accepted=count("accepted", True),
-            coalesced=count("coalesced", True),
-            rejected=count("rejected"),
-            flushed=count("flushed"),
-            failed=count("failed"),
-            inferred=count("inferred"),
-            learning=self.store._learning(settings),
-            redactions=dict(sorted(redactions.items())),
-            results=rows,
+        return ingest_items(
+            self.store, user_id, items, layer, now_ms=now_ms, close=close, progress=progress
         )
-        if interrupted:
-            raise IngestInterrupted(result)
-        return result
 
     # prompt and decay ---------------------------------------------------------------------
     def prompt(
@@ -596,15 +525,3 @@ def _block(variant: str, retrieved: RetrievalResult, project_id: str | None) -> 
     if variant == "critique":
         return build_critique_block(retrieved, project_id)
     return build_prompt_block(retrieved, project_id)
-
-
-def _precheck(value: object, user_id: str) -> str | None:
-    """An event must be an object for the acting user (the capture layer checks the rest)."""
-    if not isinstance(value, dict):
-        return "not a JSON object"
-    owner = value.get("user_id")
-    if owner == user_id:
-        return None
-    if owner is None:
-        return f"user_id is missing (this call acts for {json.dumps(user_id)}; set it explicitly)"
-    return f"user_id {json.dumps(owner)} is not the acting user {json.dumps(user_id)}"

@@ -1,0 +1,113 @@
+"""Host events fed through the capture layer for one acting user, judged one by one, with
+the report every surface renders (``MemoryService.ingest``; docs/cli.md, "Feeding
+events: ingest")."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+
+from creative_memory.app.results import IngestInput, IngestInterrupted, IngestItem, IngestResult
+from creative_memory.app.store import MemoryStore
+from creative_memory.capture.layer import CaptureLayer, CaptureReport
+from creative_memory.engine.events import validate_user_id
+from creative_memory.engine.timeutil import try_parse_ts
+
+
+def ingest_items(
+    store: MemoryStore,
+    user_id: str,
+    items: Iterable[IngestInput],
+    layer: CaptureLayer,
+    *,
+    now_ms: int | None = None,
+    close: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> IngestResult:
+    """``MemoryService.ingest``: the items through ``layer`` for ``user_id``, a bad one
+    rejected with its reason; an interrupt stops it between two items
+    (:class:`IngestInterrupted`)."""
+    validate_user_id(user_id)  # the acting user
+    rows: list[IngestItem] = []
+    redactions: dict[str, int] = {}
+    located = 0
+
+    def absorb(report: CaptureReport, where: str | None) -> None:
+        for r in report.results:
+            rows.append(
+                IngestItem(
+                    where=where if r.index is not None else None,
+                    event=r.event,
+                    status=r.status,
+                    reason=r.reason,
+                    artifact_id=r.artifact_id,
+                )
+            )
+        for k, v in report.redactions.items():
+            redactions[k] = redactions.get(k, 0) + v
+
+    interrupted = False
+    try:
+        for item in items:
+            located += 1
+            reason = item.error or _precheck(item.value, user_id)
+            if reason is not None:
+                value = item.value if isinstance(item.value, dict) else {}
+                name, art = value.get("event"), value.get("artifact_id")
+                rows.append(
+                    IngestItem(
+                        where=item.where,
+                        event=name if isinstance(name, str) else "?",
+                        status="rejected",
+                        reason=reason,
+                        artifact_id=art if isinstance(art, str) else None,
+                    )
+                )
+                if progress is not None:
+                    progress(1)
+                continue
+            at = now_ms
+            if at is None:
+                ts = item.value.get("timestamp")
+                parsed = try_parse_ts(ts) if isinstance(ts, str) else None
+                at = store.now_ms() if parsed is None else parsed
+            absorb(layer.submit(item.value, at), item.where)
+            if progress is not None:
+                progress(1)
+    except KeyboardInterrupt:
+        interrupted = True
+    if close:
+        absorb(layer.close(), None)
+
+    def count(status: str, located_only: bool = False) -> int:
+        return sum(r.status == status and (not located_only or r.where is not None) for r in rows)
+
+    settings = store.get_settings(user_id)
+    result = IngestResult(
+        user_id=user_id,
+        events=located,
+        accepted=count("accepted", True),
+        coalesced=count("coalesced", True),
+        rejected=count("rejected"),
+        flushed=count("flushed"),
+        failed=count("failed"),
+        inferred=count("inferred"),
+        learning=store._learning(settings),
+        redactions=dict(sorted(redactions.items())),
+        results=rows,
+    )
+    if interrupted:
+        raise IngestInterrupted(result)
+    return result
+
+
+def _precheck(value: object, user_id: str) -> str | None:
+    """An event must be an object for the acting user (the capture layer checks the rest)."""
+    if not isinstance(value, dict):
+        return "not a JSON object"
+    owner = value.get("user_id")
+    if owner == user_id:
+        return None
+    if owner is None:
+        return f"user_id is missing (this call acts for {json.dumps(user_id)}; set it explicitly)"
+    return f"user_id {json.dumps(owner)} is not the acting user {json.dumps(user_id)}"
