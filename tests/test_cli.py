@@ -1194,6 +1194,10 @@ def test_every_command_has_help_with_examples() -> None:
         r = runner.invoke(main, [*cmd, "--help"])
         assert r.exit_code == 0, cmd
         assert "Examples:" in r.output and "creative-memory" in r.output, cmd
+        # every line under Options names an option (an argument is in the usage line)
+        options = r.output.partition("\nOptions:\n")[2].partition("\n\n")[0]
+        for line in options.splitlines():
+            assert line.lstrip().startswith("-") or line.startswith(" " * 6), (cmd, line)
 
 
 def test_help_and_alias_through_the_entry_points(cli: Cli) -> None:

@@ -334,13 +334,16 @@ def global_options(fn: F) -> F:
 
 
 class Command(click.Command):
-    """A command whose ``--help`` lists its own options first, then the global ones."""
+    """A command whose ``--help`` lists its own options first, then the global ones (its
+    arguments are in the usage line and the text, not listed bare among the options)."""
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """Two sections: ``Options`` and ``Global options``."""
         own: list[tuple[str, str]] = []
         shared: list[tuple[str, str]] = []
         for param in self.get_params(ctx):
+            if isinstance(param, click.Argument):
+                continue
             record = param.get_help_record(ctx)
             if record is not None:
                 (shared if param.name in GLOBAL_NAMES else own).append(record)

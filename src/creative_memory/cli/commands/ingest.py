@@ -101,7 +101,8 @@ def ingest(state: State, source: str) -> None:
     capture time (edit-saves of an artifact within 30 s coalesce; repeated thumbs within
     2 s count once); pending edit-saves are delivered at the end. A bad line never stops
     the rest. Events for another user are rejected (the CLI acts for one user). Exit 1 if
-    any event was rejected, after processing all of them."""
+    any event was rejected, after processing all of them. Ctrl-C stops it between two
+    events: what was read is stored and reported, and it exits 130."""
     from creative_memory.app.service import IngestInterrupted
     from creative_memory.capture.layer import CaptureLayer
 
