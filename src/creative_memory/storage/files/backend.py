@@ -78,6 +78,7 @@ from creative_memory.storage.files.reading import (
     unreadable_log,
 )
 from creative_memory.storage.files.settings import SettingsReader
+from creative_memory.storage.files.userdirs import UserDirs
 from creative_memory.storage.groupcommit import GroupCommit
 
 LOG_NAME = "events.jsonl"
@@ -94,6 +95,7 @@ class FileStorage:
         self.root = Path(root)
         self.cache_capacity = cache_capacity
         self._caches: dict[str, FileDerivationCache] = {}
+        self._dirs = UserDirs(self.root)
         self._locks = UserLocks(self.user_dir)
         self._log_paths: dict[str, Path] = {}
         self._settings_paths: dict[str, Path] = {}
@@ -156,25 +158,24 @@ class FileStorage:
             raise
 
     def _purge_derived(self, user_id: str) -> None:
-        """Delete every derived file of the user (:func:`purge_derived`; caller holds the
-        lock, so no write is in progress)."""
+        """Delete the user's derived files (:func:`purge_derived`; the caller holds the lock)."""
         purge_derived(self._cache(user_id), self.user_dir(user_id), SNAPSHOT_NAME)
 
     # -- paths and locking ---------------------------------------------------------------
     def user_dir(self, user_id: str) -> Path:
-        """The user's directory under the root (not created)."""
-        return self.root / user_id
+        """The user's directory under the root (not created; :class:`UserDirs`)."""
+        return self._dirs.of(user_id)
 
     def _log_path(self, user_id: str) -> Path:
         path = self._log_paths.get(user_id)
         if path is None:
-            path = self._log_paths[user_id] = self.root / user_id / LOG_NAME
+            path = self._log_paths[user_id] = self.user_dir(user_id) / LOG_NAME
         return path
 
     def _settings_path(self, user_id: str) -> Path:
         path = self._settings_paths.get(user_id)
         if path is None:
-            path = self._settings_paths[user_id] = self.root / user_id / SETTINGS_NAME
+            path = self._settings_paths[user_id] = self.user_dir(user_id) / SETTINGS_NAME
         return path
 
     def ensure_user_dir(self, user_id: str) -> Path:

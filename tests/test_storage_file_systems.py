@@ -1,7 +1,10 @@
-"""A file store this process cannot write — a read-only mount such as a backup or a file
-system snapshot — is read as it is (docs/storage.md, "A store you cannot write"): every
-read answers as on the writable store, nothing under the root changes, and a change fails
-with one line naming what could not be written."""
+"""The file store on file systems unlike a developer's ext4.
+
+A store this process cannot write — a read-only mount such as a backup or a file system
+snapshot — is read as it is (docs/storage.md, "A store you cannot write"): every read
+answers as on the writable store, nothing under the root changes, and a change fails with
+one line naming what could not be written. On a file system that does not tell upper from
+lower case, a user id never opens another user's directory."""
 
 from __future__ import annotations
 
@@ -126,3 +129,33 @@ def test_a_change_fails_in_one_line_and_writes_nothing(taught: tuple[Cli, ReadOn
     read_only.on = False
     assert cli.json("check")["healthy"] is True
     assert cli.ok("--json", "inspect").out == cli.ok("--json", "inspect").out
+
+
+def test_a_user_id_that_names_another_users_directory_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a file system that does not tell upper from lower case (macOS, Windows), ``ALICE``
+    would open ``alice``'s directory (docs/storage.md, "On-disk layout"): simulated here by a
+    link ``ALICE`` → ``alice`` that the root does not list, as such a file system lists only
+    the name the directory was made with."""
+    cli = Cli(tmp_path)
+    cli.teach(TEACH)
+    (cli.root / "ALICE").symlink_to(cli.root / "alice")
+    real_listdir = os.listdir
+
+    def listdir(path: Any = ".") -> list[str]:
+        names = real_listdir(path)
+        if os.path.realpath(path) == os.path.realpath(cli.root):
+            return [n for n in names if n != "ALICE"]
+        return names
+
+    monkeypatch.setattr(os, "listdir", listdir)
+    log = (cli.root / "alice" / "events.jsonl").read_bytes()
+    for args in (("inspect",), ("forget", "color", "neon_palette"), ("ingest", "-")):
+        r = cli("--user", "ALICE", *args, input=jsonl([]))
+        assert r.code in (1, 2), (args, r)
+        assert "names the directory of user 'alice'" in r.err and "upper from lower" in r.err
+    assert (cli.root / "alice" / "events.jsonl").read_bytes() == log
+    assert cli.json("inspect")["user_id"] == "alice"  # the directory's own user
+    cli.ok("--user", "Bob", "enable")  # an id no other directory is spelled like
+    assert cli.json("--user", "Bob", "inspect")["settings"]["memory_enabled"] is True
