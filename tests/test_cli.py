@@ -471,7 +471,9 @@ def test_enable_disable(cli: Cli) -> None:
     assert cli.json("inspect")["settings"]["memory_enabled"] is False
     # disabled: nothing injected, nothing learned, nothing deleted
     p = cli.ok("prompt")
-    assert p.out == "" and "nothing is injectable" in p.err
+    assert p.out == "" and p.err == (
+        "(no memory block: memory is off; `creative-memory enable` turns it on)\n"
+    )
     r = cli.ok("ingest", "-", input=jsonl([tag("pastel", "love this", ts="2026-03-02")]))
     assert "memory is disabled" in r.out
     doc = cli.json("enable")
@@ -543,8 +545,12 @@ def test_project_toggles(cli: Cli) -> None:
     block = cli.ok("prompt", "--project", "landing").out
     assert "serif_headings" in block and "airy_spacing" not in block and "neon" not in block
     assert "airy_spacing" in cli.ok("prompt", "--project", "other").out
-    # a project with no memory yet can be disabled (a new host project)
+    # a project with no memory yet can be disabled (a new host project); its empty block
+    # says why
     cli.ok("project-disable", "brand-new")
+    r = cli.ok("prompt", "--project", "brand-new")
+    assert r.out == "" and "which ignores global memory; `creative-memory project-enable " \
+        "brand-new` lets it use it" in r.err  # fmt: skip
     r = cli.ok("project-enable", "landing")
     assert "uses alice's global memory again" in r.out
     r = cli.ok("project-enable", "never-disabled")

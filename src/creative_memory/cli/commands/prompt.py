@@ -17,7 +17,7 @@ from creative_memory.cli.context import (
     point_options,
     validate_project,
 )
-from creative_memory.cli.render import emit_json, note, point_line, write_utf8
+from creative_memory.cli.render import emit_json, note, point_line, safe, write_utf8
 from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.timeutil import format_ts
 
@@ -116,9 +116,26 @@ def prompt(
                 if result.prompt == host_text
                 else "the memory block composed earlier is removed"
             )
-        note(f"({what}: nothing is injectable right now)")
+        note(f"({what}: {_why_empty(state, project) if result.as_of is None else _NOTHING})")
     if result.diagnostics_feed:
         note(result.diagnostics_feed)
+
+
+_NOTHING = "nothing is injectable right now"
+
+
+def _why_empty(state: State, project: str | None) -> str:
+    """Why a memory block is empty now: memory off, the project ignoring global memory, or
+    nothing confident enough yet."""
+    settings = state.service.settings(state.user)
+    if not settings.memory_enabled:
+        return "memory is off; `creative-memory enable` turns it on"
+    if project is not None and project in settings.disabled_projects:
+        return (
+            f"{_NOTHING} in project {safe(project)}, which ignores global memory; "
+            f"`creative-memory project-enable {safe(project)}` lets it use it"
+        )
+    return _NOTHING
 
 
 @command(
