@@ -40,6 +40,11 @@ def first_unsafe(value: str) -> int | None:
     return None if m is None else m.start()
 
 
+def is_blank(value: str) -> bool:
+    """Only whitespace and zero-width characters (this test's own oracle)."""
+    return re.fullmatch("[\\s\u180e\u200b-\u200d\u2060\ufeff]*", value) is not None
+
+
 U = "alice"
 NOW = "2026-03-01T10:00:00Z"
 STORED_NOW = "2026-03-01T10:00:00.000Z"  # NOW as the store writes it (archives hold that)
@@ -282,10 +287,11 @@ def test_any_string_is_rejected_or_stays_on_its_line(
     except ValidationError as exc:
         assert exc.field in ("pattern", "preference_type", "artifact_id")
         bad = {"pattern": pattern, "preference_type": ptype, "artifact_id": artifact}[exc.field]
-        assert first_unsafe(bad) is not None
+        assert first_unsafe(bad) is not None or (exc.field != "artifact_id" and is_blank(bad))
         assert store.events(U) == []
         return
     assert first_unsafe(pattern) is None and first_unsafe(ptype) is None
+    assert not is_blank(pattern) and not is_blank(ptype)
     retrieved = store.retrieve_for_injection(U)
     for block in (
         build_generation_block(retrieved),
@@ -305,3 +311,48 @@ def test_escape_line_keeps_every_string_on_one_safe_line(value: str) -> None:
     assert first_unsafe(shown) is None
     if first_unsafe(value) is None:
         assert shown == value  # byte-exact for strings that pass validation
+
+
+# -- blank names ---------------------------------------------------------------------------------
+BLANK = [" ", "   ", "\u00a0", "\u3000", "\u200b", " \u200b\u2060 ", "\ufeff"]
+
+
+@pytest.mark.parametrize("blank", BLANK)
+def test_a_blank_pattern_or_type_is_refused_on_every_path(tmp_path: Path, blank: str) -> None:
+    """A pattern or type of only whitespace or invisible characters would print as an empty
+    item of the prompt block (``Avoid (medium):   · ``): refused, naming the field, from a
+    signal, a host event, a comparison and an archive alike (docs/engine.md, "Stored
+    strings")."""
+    from creative_memory import adapter
+    from creative_memory.engine.events import CHAIN_GENESIS, sequenced
+    from creative_memory.engine.portability.archive import encode_archive
+    from creative_memory.engine.settings import UserSettings
+
+    store = MemoryStore(tmp_path / "m", derivation_version="1", clock=ManualClock(NOW))
+    for field, sig in (("pattern", signal(blank)), ("preference_type", signal("p", blank))):
+        with pytest.raises(ValidationError) as refused:
+            store.ingest_signal(U, sig)
+        assert refused.value.field == field and "blank" in str(refused.value)
+    event = {
+        "user_id": U, "artifact_id": "a", "session_id": "s", "project_id": None,
+        "timestamp": NOW, "rating": "down",
+        "artifact_meta": {"signals": [{"preference_type": "color", "pattern": blank}]},
+    }  # fmt: skip
+    with pytest.raises(ValidationError) as refused:
+        adapter.on_thumbs_rated(store, event)
+    assert refused.value.field == "artifact_meta.signals[0].pattern"
+    assert store.events(U) == []
+    # an archive holding one (written by hand, or by a release before the rule)
+    forged = SignalEvent(
+        at=STORED_NOW, recorded_at=STORED_NOW, signal_type="explicit_tag",
+        preference_type="layout", pattern=blank, polarity="positive", scope="global",
+    )  # fmt: skip
+    data = encode_archive(U, UserSettings(), sequenced([forged], 0, CHAIN_GENESIS))
+    with pytest.raises(ValidationError) as refused:
+        MemoryService(store).import_archive(U, data)
+    assert refused.value.field == "events[0].pattern" and "blank" in str(refused.value)
+    assert store.events(U) == []
+    # a name with something visible, and spaces or a joiner inside it, is a name
+    for name in ("dark mode", "\u200bneon", "\U0001f469\u200d\U0001f4bb"):
+        store.ingest_signal(U, signal(name))
+    assert len(store.events(U)) == 3

@@ -24,8 +24,8 @@ from creative_memory.engine.models import Preference
 from creative_memory.engine.text import (
     MAX_TEXT_LENGTH,
     PREVIEW_CHARS,
+    check_name,
     check_optional_text,
-    check_text,
     escape_line,
 )
 from creative_memory.engine.timeutil import format_ts, parse_ts, try_parse_ts
@@ -115,7 +115,7 @@ def _check_user_and_time(event: Event) -> None:
 def classify(meta: object, field: str = "artifact_meta") -> list[dict[str, str]]:
     """Validate ``artifact_meta`` and return its signal entries (docs/engine.md, "Adapter").
 
-    Each entry's strings pass the store's text rule (:func:`check_text`) here, so a bad one
+    Each entry's names pass the store's rule (:func:`check_name`) here, so a bad one
     is named as the wire names it, by its index (``artifact_meta.signals[1].pattern``;
     ``over.artifact_meta.signals[0].pattern`` for a side of a comparison)."""
     if meta is None:
@@ -152,7 +152,7 @@ def classify(meta: object, field: str = "artifact_meta") -> list[dict[str, str]]
                 f'and "preference_type". Got: {_got(entry, default=str)}',
             )
         for name in ("preference_type", "pattern"):
-            check_text(f"{field}.signals[{i}].{name}", entry[name], max_length=MAX_TEXT_LENGTH)
+            check_name(f"{field}.signals[{i}].{name}", entry[name], max_length=MAX_TEXT_LENGTH)
         out.append({"preference_type": entry["preference_type"], "pattern": entry["pattern"]})
     return out
 

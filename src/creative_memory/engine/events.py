@@ -21,7 +21,14 @@ from creative_memory.engine.ids import validate_project_id as validate_project_i
 from creative_memory.engine.ids import validate_user_id as validate_user_id
 from creative_memory.engine.jsondepth import deeper_than
 from creative_memory.engine.legacy import validate_record
-from creative_memory.engine.text import MAX_TEXT_LENGTH, check_tag, check_text, first_unsafe
+from creative_memory.engine.text import (
+    MAX_TEXT_LENGTH,
+    check_name,
+    check_tag,
+    check_text,
+    first_unsafe,
+    is_blank,
+)
 from creative_memory.engine.timeutil import check_normalised_ts, format_ts, parse_ts
 
 #: Version of the on-disk event format (the ``v`` field of every event).
@@ -246,8 +253,8 @@ def build_signal_event(signal: Mapping[str, Any], now_ms: int, recorded_at: str)
         raise ValidationError(
             "polarity", f'Invalid polarity: {_show(polarity)}. Use "positive" or "negative".'
         )
-    pattern = check_text("pattern", signal.get("pattern"), max_length=MAX_TEXT_LENGTH)
-    ptype = check_text("preference_type", signal.get("preference_type"), max_length=MAX_TEXT_LENGTH)
+    pattern = check_name("pattern", signal.get("pattern"), max_length=MAX_TEXT_LENGTH)
+    ptype = check_name("preference_type", signal.get("preference_type"), max_length=MAX_TEXT_LENGTH)
     given = signal.get("signal_type")
     signal_type = _SIGNAL_TYPES.get(given) if isinstance(given, str) else None
     if signal_type is None:
@@ -321,8 +328,8 @@ def check_comparison(ev: ComparisonEvent, where: str | None = None) -> Compariso
         for side_name, side in (("chose", ev.chose), ("over", ev.over)):
             for i, f in enumerate(side.features):
                 at = f"{side_name}.features[{i}]"
-                check_text(f"{at}.preference_type", f.preference_type, max_length=MAX_TEXT_LENGTH)
-                check_text(f"{at}.pattern", f.pattern, max_length=MAX_TEXT_LENGTH)
+                check_name(f"{at}.preference_type", f.preference_type, max_length=MAX_TEXT_LENGTH)
+                check_name(f"{at}.pattern", f.pattern, max_length=MAX_TEXT_LENGTH)
         _check_scope(ev.scope, ev.project_id)
     return ev
 
@@ -404,12 +411,10 @@ def validate_stored_event(ev: Event, where: str = "event") -> None:
     check_event_text(ev, where)
 
 
-def _text(field: str, value: str | None, tag: bool = False) -> None:
+def _text(field: str, value: str | None, tag: bool = False, name: bool = False) -> None:
     if value:
-        if tag:
-            check_tag(field, value, max_length=MAX_TEXT_LENGTH)
-        else:
-            check_text(field, value, max_length=MAX_TEXT_LENGTH)
+        check = check_tag if tag else check_name if name else check_text
+        check(field, value, max_length=MAX_TEXT_LENGTH)
 
 
 def check_event_text(ev: Event, where: str = "event") -> None:
@@ -419,10 +424,15 @@ def check_event_text(ev: Event, where: str = "event") -> None:
     if isinstance(ev, SignalEvent):
         values = (ev.pattern, ev.preference_type, ev.tag_text, ev.artifact_id, ev.session_id)
         joined = "".join(v for v in values if v)
-        if first_unsafe(joined) is None and max(len(v or "") for v in values) <= MAX_TEXT_LENGTH:
+        if (
+            first_unsafe(joined) is None
+            and max(len(v or "") for v in values) <= MAX_TEXT_LENGTH
+            and not is_blank(ev.pattern)
+            and not is_blank(ev.preference_type)
+        ):
             return  # the common case, in one search (project_id is a checked safe id)
-        _text(f"{where}.pattern", ev.pattern)
-        _text(f"{where}.preference_type", ev.preference_type)
+        _text(f"{where}.pattern", ev.pattern, name=True)
+        _text(f"{where}.preference_type", ev.preference_type, name=True)
         _text(f"{where}.tag_text", ev.tag_text, tag=True)
         _text(f"{where}.artifact_id", ev.artifact_id)
         _text(f"{where}.session_id", ev.session_id)
@@ -431,8 +441,12 @@ def check_event_text(ev: Event, where: str = "event") -> None:
         for side_name, side in (("chose", ev.chose), ("over", ev.over)):
             _text(f"{where}.{side_name}.artifact_id", side.artifact_id)
             for i, f in enumerate(side.features):
-                _text(f"{where}.{side_name}.features[{i}].pattern", f.pattern)
-                _text(f"{where}.{side_name}.features[{i}].preference_type", f.preference_type)
+                _text(f"{where}.{side_name}.features[{i}].pattern", f.pattern, name=True)
+                _text(
+                    f"{where}.{side_name}.features[{i}].preference_type",
+                    f.preference_type,
+                    name=True,
+                )
         for i, d in enumerate(ev.dimensions or ()):
             _text(f"{where}.dimensions[{i}]", d)
         _text(f"{where}.project_id", ev.project_id)
@@ -441,9 +455,10 @@ def check_event_text(ev: Event, where: str = "event") -> None:
         _text(f"{where}.artifact_id", ev.artifact_id)
         _text(f"{where}.project_id", ev.project_id)
     elif isinstance(ev, LegacyRecordEvent):
-        for name in ("pattern", "preference_type", "id"):
-            value = ev.record.get(name)
-            _text(f"{where}.record.{name}", value if isinstance(value, str) else None)
+        for key in ("pattern", "preference_type", "id"):
+            value = ev.record.get(key)
+            text = value if isinstance(value, str) else None
+            _text(f"{where}.record.{key}", text, name=key != "id")
         for i, tag in enumerate(ev.record.get("explicit_tags") or ()):
             _text(f"{where}.record.explicit_tags[{i}]", tag if isinstance(tag, str) else None, True)
     elif isinstance(ev, ProjectAnchorEvent):

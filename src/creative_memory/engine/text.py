@@ -40,6 +40,16 @@ _JS_WS: Final = (
 )
 
 
+#: What shows nothing on its own: JavaScript's whitespace and the zero-width format
+#: characters (Mongolian vowel separator, zero-width space, non-joiner and joiner, word joiner).
+_INVISIBLE: Final = _JS_WS + "\u180e\u200b\u200c\u200d\u2060"
+
+
+def is_blank(value: str) -> bool:
+    """Whether ``value`` shows nothing: empty, or only whitespace and invisible characters."""
+    return not value.strip(_INVISIBLE)
+
+
 def first_unsafe(value: str) -> int | None:
     """The index of the first character of ``value`` the rule rejects, else ``None``."""
     m = _UNSAFE.search(value)
@@ -93,6 +103,18 @@ def check_text(field: str, value: object, *, max_length: int | None = None) -> s
             f"{field} {preview(value)} is too long: at most {max_length} characters",
         )
     return value
+
+
+def check_name(field: str, value: object, *, max_length: int | None = None) -> str:
+    """A pattern or preference type: :func:`check_text`, and not blank (a name of only
+    spaces or invisible characters would print as an empty item of the prompt block)."""
+    text = check_text(field, value, max_length=max_length)
+    if is_blank(text):
+        raise ValidationError(
+            field,
+            f"{field} {preview(text)} is blank: only whitespace or invisible characters",
+        )
+    return text
 
 
 def check_optional_text(field: str, value: object, *, max_length: int | None = None) -> str | None:
