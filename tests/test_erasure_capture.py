@@ -197,7 +197,7 @@ def test_http_forget_purges_the_daemons_capture_and_logs_no_pattern(
     assert patterns_of(store) == {"calm_palette"}
     assert files_mentioning(root, GONE) == []
     assert GONE not in logs.text()
-    assert "/api/v1/preferences/{rest:path}" in logs.text()  # the route template is logged
+    assert "/api/v1/preferences/{rest:segments}" in logs.text()  # the route template is logged
 
 
 def test_http_reset_purges_the_daemons_capture(tmp_path: Path, clock: ManualClock) -> None:
@@ -235,7 +235,7 @@ def test_error_log_lines_carry_the_route_template_not_the_path(
     finally:
         d.close()
     assert GONE not in logs.text()
-    assert "/api/v1/explain/{rest:path}" in logs.text()
+    assert "/api/v1/explain/{rest:segments}" in logs.text()
 
 
 # -- CLI -------------------------------------------------------------------------------------

@@ -507,6 +507,10 @@ BAD: list[tuple[str, str, dict[str, Any], int, str | None]] = [
     ("DELETE", "/api/v1/preferences/color/%FF", {}, 400, "pattern"),
     ("DELETE", "/api/v1/preferences/color/x", {"params": {"project_id": "!"}}, 422, "project_id"),
     ("GET", "/api/v1/explain/%20/x", {"params": {"project_id": "p-1"}}, 404, "pattern"),
+    # a percent-encoded line break reaches the route, which names the field (not "no route")
+    ("GET", "/api/v1/explain/color/x%0Ay", {}, 404, "pattern"),
+    ("GET", "/api/v1/timeline/color/x%0Ay", {}, 404, "pattern"),
+    ("GET", "/api/v1/explain/col%0Aor/x", {}, 404, "pattern"),
     ("POST", "/api/v1/settings", {"json": []}, 422, "body"),
     ("POST", "/api/v1/settings", {"json": {"enabled": True}}, 422, "enabled"),
     ("POST", "/api/v1/settings", {"json": {"memory_enabled": "yes"}}, 422, "memory_enabled"),

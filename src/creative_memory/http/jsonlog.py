@@ -59,7 +59,7 @@ def configure_logging(level: str = "info", stream: Any = None) -> None:
 
 def route_template(scope: Mapping[str, Any]) -> str:
     """What a log line says about a request's path: the template of the route that matched
-    (``/api/v1/preferences/{rest:path}``), never the path itself — a path can carry a
+    (``/api/v1/preferences/{rest:segments}``), never the path itself — a path can carry a
     pattern name, which must not outlive its erasure in a log (docs/daemon.md,
     "Operations"). ``(no route)`` when nothing matched."""
     route = scope.get("route")

@@ -13,6 +13,7 @@ from typing import Any, Final, TypeVar
 from urllib.parse import unquote
 
 import msgspec
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -36,6 +37,23 @@ class Param:
     where: str  # "query" | "path" | "header"
     type: Any
     required: bool = False
+
+
+class _Segments(Convertor[str]):
+    """``{rest:segments}``: the rest of the path, line breaks included (Starlette's ``path``
+    stops at one), so a pattern holding a percent-encoded one reaches its route, which
+    names the field, instead of no route at all."""
+
+    regex = "[\\s\\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("segments", _Segments())
 
 
 @dataclass(frozen=True)

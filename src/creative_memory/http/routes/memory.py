@@ -135,20 +135,20 @@ OPERATIONS = (
     Operation(
         "DELETE", "/api/v1/preferences/{preference_type}/{pattern}", delete_preference,
         "forget", "Forget a pattern: erase every raw event about it (0 when there was none).",
-        route_path="/api/v1/preferences/{rest:path}", params=(*_TYPE_PATTERN, _PROJECT),
+        route_path="/api/v1/preferences/{rest:segments}", params=(*_TYPE_PATTERN, _PROJECT),
         responses={JSON: ForgetResult},
     ),
     Operation(
         "GET", "/api/v1/explain/{preference_type}/{pattern}", get_explain, "explain",
         "The derivation trace of a pattern (the page's 'Why?').",
-        route_path="/api/v1/explain/{rest:path}", params=(*_TYPE_PATTERN, _PROJECT, *POINT),
+        route_path="/api/v1/explain/{rest:segments}", params=(*_TYPE_PATTERN, _PROJECT, *POINT),
         responses={JSON: Explanation}, errors=(404,),
     ),
     Operation(
         "GET", "/api/v1/timeline/{preference_type}/{pattern}", get_timeline, "timeline",
         "The events of evidence about a pattern, from the log without deriving (the page's "
         "evidence timelines).",
-        route_path="/api/v1/timeline/{rest:path}", params=(*_TYPE_PATTERN, _PROJECT, *POINT),
+        route_path="/api/v1/timeline/{rest:segments}", params=(*_TYPE_PATTERN, _PROJECT, *POINT),
         responses={JSON: Timeline}, errors=(404,),
     ),
     Operation(
