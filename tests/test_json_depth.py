@@ -83,6 +83,20 @@ def test_the_depth_of_any_text(text: bytes, depth: int) -> None:
     assert json_depth(text) == depth
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=40) | TRICKY.map(str.encode), st.integers(1, 7))
+def test_a_text_read_in_chunks_has_its_depth(text: bytes, chunk: int) -> None:
+    """A large text is split at its quotes a chunk at a time (a file of events split at
+    once took some 15 times its size): any cut — inside a string, between a quote and what
+    it closes — gives the depth of the text read whole."""
+    import creative_memory.engine.jsondepth as jsondepth
+
+    whole = json_depth(text)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(jsondepth, "_CHUNK", chunk)
+        assert json_depth(text) == whole
+
+
 @pytest.mark.parametrize("depth", [1000, 100_000])
 def test_an_archive_nested_too_deep_is_an_invalid_archive(tmp_path: Path, depth: int) -> None:
     data = b"[" * depth + b"]" * depth

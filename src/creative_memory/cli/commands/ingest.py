@@ -8,7 +8,7 @@ import sys
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import click
 import msgspec
@@ -28,7 +28,21 @@ if TYPE_CHECKING:
     from creative_memory.app.service import IngestInput, IngestItem, IngestResult
 
 
+class Parsed(NamedTuple):
+    """The events of an input: how many, and each with its location, decoded as it is
+    taken (JSON lines are not all held decoded at once: a large file's events would take
+    some ten times its size)."""
+
+    events: int
+    items: Iterable[IngestInput]
+
+
 def parse_events(data: bytes) -> list[IngestInput]:
+    """:func:`read_events`, every event decoded."""
+    return list(read_events(data).items)
+
+
+def read_events(data: bytes) -> Parsed:
     """One JSON object, a JSON array of objects, or JSON lines (blank lines skipped), each
     with its location; a line that does not decode carries the reason instead. Every
     document and every line is decoded by the rule the HTTP API applies to a request body
@@ -46,30 +60,39 @@ def parse_events(data: bytes) -> list[IngestInput]:
             refused = exc  # JSON lines, or a document that is not JSON: judged line by line
         else:
             if isinstance(whole, list):
-                return [IngestInput(where=f"item {i}", value=v) for i, v in enumerate(whole, 1)]
+                items = [IngestInput(where=f"item {i}", value=v) for i, v in enumerate(whole, 1)]
+                return Parsed(len(items), items)
             single = "line 1" if data.strip().count(b"\n") == 0 else "event"
-            return [IngestInput(where=single, value=whole)]
-    out: list[IngestInput] = []
-    for n, raw in enumerate(data.split(b"\n"), 1):
-        if not raw.removeprefix(b"\xef\xbb\xbf").strip():
-            continue
-        where = f"line {n}"
+            return Parsed(1, [IngestInput(where=single, value=whole)])
+    lines = sum(1 for raw in data.split(b"\n") if _holds_text(raw))
+
+    def decoded(raw: bytes, n: int) -> IngestInput:
         try:
-            out.append(IngestInput(where=where, value=decode_json(raw)))
+            return IngestInput(where=f"line {n}", value=decode_json(raw))
         except JsonTextError as exc:
-            out.append(IngestInput(where=where, error=exc.reason))
-    if refused is not None and len(out) > 1 and _one_document(out):
+            return IngestInput(where=f"line {n}", error=exc.reason)
+
+    def each() -> Iterator[IngestInput]:
+        for n, raw in enumerate(data.split(b"\n"), 1):
+            if _holds_text(raw):
+                yield decoded(raw, n)
+
+    if refused is not None and lines > 1 and _one_document(each()):
         # one document spread over lines (pretty-printed) that is not JSON: refused once,
         # where its decoder stopped — not fragment by fragment
-        return [IngestInput(where="the document", error=refused.reason)]
-    return out
+        return Parsed(1, [IngestInput(where="the document", error=refused.reason)])
+    return Parsed(lines, each())
 
 
-def _one_document(lines: list[IngestInput]) -> bool:
+def _holds_text(raw: bytes) -> bool:
+    return bool(raw.removeprefix(b"\xef\xbb\xbf").strip())
+
+
+def _one_document(lines: Iterator[IngestInput]) -> bool:
     """Whether lines judged one by one read as fragments of one document: none decodes on
     its own and the first ends early (an opening ``[`` or ``{`` alone); JSON lines whose
-    every line is bad keep a reason per line."""
-    first = lines[0].error or ""
+    every line is bad keep a reason per line. Stops at the first line that says no."""
+    first = next(lines).error or ""
     return first.startswith("not valid JSON (JSON ends early") and all(
         i.error is not None for i in lines
     )
@@ -116,13 +139,12 @@ def ingest(state: State, source: str) -> None:
     else:
         data = Path(source).read_bytes()
         label = source
-    items = parse_events(data)
+    count, items = read_events(data)
     layer = CaptureLayer(service.store)
-    show = len(items) >= PROGRESS_MIN_EVENTS
-    total = len(items) if show else None
+    total = count if count >= PROGRESS_MIN_EVENTS else None
     held = HeldInterrupt()
     with (
-        progress(f"Ingesting {len(items)} events", total, quiet=state.quiet) as advance,
+        progress(f"Ingesting {count} events", total, quiet=state.quiet) as advance,
         held.installed(),
     ):
 
@@ -135,8 +157,8 @@ def ingest(state: State, source: str) -> None:
             result = service.ingest(user, held.items(items), layer, close=True, progress=step)
         except IngestInterrupted as exc:
             result = exc.result
-            stopped = items[result.events - 1].where if result.events else None
-            interrupted = (stopped, len(items) - result.events)
+            stopped = held.last.where if held.last is not None else None
+            interrupted = (stopped, count - result.events)
     _report(state, result, label, interrupted)
 
 
@@ -148,6 +170,7 @@ class HeldInterrupt:
     def __init__(self) -> None:
         self.busy = False
         self.pending = False
+        self.last: IngestInput | None = None  # the item taken last
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
@@ -171,6 +194,7 @@ class HeldInterrupt:
         """``items``, each marked in hand until :meth:`done`."""
         for item in items:
             self.busy = True
+            self.last = item
             yield item
 
     def done(self) -> None:
