@@ -120,3 +120,19 @@ def test_the_cli_exits_130_naming_where_it_stopped(tmp_path: Path) -> None:
     # every line read is stored: its thumbs, then the edit-save of line 1
     assert kinds(cli.store()) == ["SignalEvent"] * read + ["RefinementEvent"]
     assert cli.json("check")["healthy"] is True
+
+
+@pytest.mark.parametrize(("sync_every", "fsyncs"), [(0, 25), (10, 3), (25, 1), (100, 1)])
+def test_an_ingest_makes_its_events_durable_a_batch_at_a_time(
+    tmp_path: Path, log_fsyncs: list[int], sync_every: int, fsyncs: int
+) -> None:
+    """``sync_every`` (the CLI's ingest: docs/cli.md): one fsync per batch of events instead
+    of one per event, every batch durable before the next begins — the report, which comes
+    only at the end, names only durable events."""
+    store = MemoryStore(tmp_path / "m")
+    items = [IngestInput(where=f"line {i}", value=v) for i, v in enumerate(thumbs(25), 1)]
+    result = MemoryService(store).ingest(
+        "alice", items, CaptureLayer(store), close=True, sync_every=sync_every
+    )
+    assert result.accepted == 25 and len(store.events("alice")) == 25
+    assert log_fsyncs[0] == 1 + fsyncs  # one more: the log's creation

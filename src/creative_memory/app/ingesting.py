@@ -4,8 +4,11 @@ events: ingest")."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from creative_memory.app.results import IngestInput, IngestInterrupted, IngestItem, IngestResult
 from creative_memory.app.store import MemoryStore
@@ -23,10 +26,14 @@ def ingest_items(
     now_ms: int | None = None,
     close: bool = False,
     progress: Callable[[int], None] | None = None,
+    sync_every: int = 0,
 ) -> IngestResult:
     """``MemoryService.ingest``: the items through ``layer`` for ``user_id``, a bad one
     rejected with its reason; an interrupt stops it between two items
-    (:class:`IngestInterrupted`)."""
+    (:class:`IngestInterrupted`). ``sync_every``: the appends of every so many items are
+    made durable together (the file store's deferred sync: docs/storage.md, "One fsync for
+    a batch"), each batch before the next begins and the last before it returns or
+    raises; 0: each append on its own."""
     validate_user_id(user_id)  # the acting user
     rows: list[IngestItem] = []
     redactions: dict[str, int] = {}
@@ -46,38 +53,50 @@ def ingest_items(
         for k, v in report.redactions.items():
             redactions[k] = redactions.get(k, 0) + v
 
-    interrupted = False
-    try:
-        for item in items:
-            located += 1
-            reason = item.error or _precheck(item.value, user_id)
-            if reason is not None:
-                value = item.value if isinstance(item.value, dict) else {}
-                name, art = value.get("event"), value.get("artifact_id")
-                rows.append(
-                    IngestItem(
-                        where=item.where,
-                        event=name if isinstance(name, str) else "?",
-                        status="rejected",
-                        reason=reason,
-                        artifact_id=art if isinstance(art, str) else None,
-                    )
+    def take(item: IngestInput) -> None:
+        reason = item.error or _precheck(item.value, user_id)
+        if reason is not None:
+            value = item.value if isinstance(item.value, dict) else {}
+            name, art = value.get("event"), value.get("artifact_id")
+            rows.append(
+                IngestItem(
+                    where=item.where,
+                    event=name if isinstance(name, str) else "?",
+                    status="rejected",
+                    reason=reason,
+                    artifact_id=art if isinstance(art, str) else None,
                 )
-                if progress is not None:
-                    progress(1)
-                continue
+            )
+        else:
             at = now_ms
             if at is None:
                 ts = item.value.get("timestamp")
                 parsed = try_parse_ts(ts) if isinstance(ts, str) else None
                 at = store.now_ms() if parsed is None else parsed
             absorb(layer.submit(item.value, at), item.where)
-            if progress is not None:
-                progress(1)
+        if progress is not None:
+            progress(1)
+
+    def block() -> contextlib.AbstractContextManager[Any]:
+        return store._states.deferred_appends() if sync_every else contextlib.nullcontext()
+
+    interrupted = False
+    pending = iter(items)
+    try:
+        while True:
+            with block():  # made durable when it ends, also when it raises
+                taken = 0
+                for item in itertools.islice(pending, sync_every or None):
+                    located += 1
+                    taken += 1
+                    take(item)
+            if not sync_every or taken < sync_every:
+                break
     except KeyboardInterrupt:
         interrupted = True
     if close:
-        absorb(layer.close(), None)
+        with block():
+            absorb(layer.close(), None)
 
     def count(status: str, located_only: bool = False) -> int:
         return sum(r.status == status and (not located_only or r.where is not None) for r in rows)

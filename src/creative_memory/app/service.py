@@ -417,6 +417,7 @@ class MemoryService:
         now_ms: int | None = None,
         close: bool = False,
         progress: Callable[[int], None] | None = None,
+        sync_every: int = 0,
     ) -> IngestResult:
         """Feed wire-format events through the capture layer for ``user_id``.
 
@@ -424,7 +425,9 @@ class MemoryService:
         and never stops the rest. With ``now_ms`` every event is captured at that time (the
         daemon); without it each event's own ``timestamp`` is its capture time (replaying
         a file). ``close`` delivers the pending edit-saves at the end (a one-shot batch).
-        ``progress`` is called with 1 after each item (a progress display).
+        ``progress`` is called with 1 after each item (a progress display). ``sync_every``
+        makes the appends of every so many items durable together (one fsync per batch
+        instead of one per event; not inside another such block, e.g. the daemon's lane).
 
         An interrupt (``KeyboardInterrupt``) stops it: the pending edit-saves are delivered
         all the same (with ``close``) and :class:`IngestInterrupted` carries the report of
@@ -433,8 +436,9 @@ class MemoryService:
         the item in hand is done (or raises it from ``progress``).
         """
         return ingest_items(
-            self.store, user_id, items, layer, now_ms=now_ms, close=close, progress=progress
-        )
+            self.store, user_id, items, layer,
+            now_ms=now_ms, close=close, progress=progress, sync_every=sync_every,
+        )  # fmt: skip
 
     # prompt and decay ---------------------------------------------------------------------
     def prompt(

@@ -154,12 +154,19 @@ def ingest(state: State, source: str) -> None:
 
         interrupted: tuple[str | None, int] | None = None
         try:
-            result = service.ingest(user, held.items(items), layer, close=True, progress=step)
+            result = service.ingest(
+                user, held.items(items), layer, close=True, progress=step, sync_every=SYNC_EVERY
+            )
         except IngestInterrupted as exc:
             result = exc.result
             stopped = held.last.where if held.last is not None else None
             interrupted = (stopped, count - result.events)
     _report(state, result, label, interrupted)
+
+
+#: How many events an ingest makes durable together: one fsync each (a report comes only
+#: at the end, so one per event bought nothing), and a bounded batch held in memory.
+SYNC_EVERY = 1000
 
 
 class HeldInterrupt:
