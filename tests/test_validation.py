@@ -189,6 +189,14 @@ def test_check_order(seeded: MemoryStore, field: str, changes: dict[str, Any]) -
     rejects(seeded, field, lambda: seeded.ingest_signal(U, signal(**changes)))
 
 
+def test_a_refinement_key_it_does_not_take_is_refused(seeded: MemoryStore) -> None:
+    """``refinement={"diff_": …}`` logged an empty diff, silently."""
+    for refinement in ({"zzz": 1}, {"diff_": {"hero": "tighter"}}, {"diff": {}, 3: 1}):
+        rejects(seeded, "refinement", lambda r=refinement: seeded.ingest_signals(  # type: ignore[misc]
+            U, [signal()], refinement=r))  # fmt: skip
+    seeded.ingest_signals(U, [signal(pattern="ok")], refinement={"artifact_id": "a", "diff": {}})
+
+
 def test_user_id_checked_before_signal(seeded: MemoryStore) -> None:
     rejects(seeded, "user_id", lambda: seeded.ingest_signal("a/b", signal(polarity="x")))
 

@@ -465,9 +465,19 @@ def check_event_text(ev: Event, where: str = "event") -> None:
         _text(f"{where}.project_id", ev.project_id)
 
 
+_REFINEMENT_KEYS: Final = frozenset({"artifact_id", "project_id", "diff"})
+
+
 def build_refinement_event(refinement: Mapping[str, Any], recorded_at: str) -> RefinementEvent:
     """A validated ``refinement`` event from ``artifact_id``, ``project_id`` and ``diff``
-    (any JSON value; ``None`` = ``{}``), stamped ``recorded_at``."""
+    (any JSON value; ``None`` = ``{}``), stamped ``recorded_at``. Another key is refused
+    (``refinement={"diff_": …}`` would log an empty diff)."""
+    unknown = [k for k in refinement if k not in _REFINEMENT_KEYS]
+    if unknown:
+        raise ValidationError(
+            "refinement",
+            f"refinement has no key {unknown[0]!r}: it takes artifact_id, project_id and diff",
+        )
     artifact_id = refinement.get("artifact_id")
     project_id = refinement.get("project_id")
     for name, value in (("artifact_id", artifact_id), ("project_id", project_id)):
