@@ -405,8 +405,11 @@ def test_an_altered_log_is_a_storage_failure_of_export_not_a_usage_error(cli: Cl
 
 
 def test_relative_environment_root_is_an_error(cli: Cli) -> None:
-    one_line_error(cli("inspect", env={"MEMORY_STORAGE_ROOT": "rel"}), 1, "absolute path")
-    one_line_error(cli("inspect", env={"OD_DATA_DIR": "rel"}), 1, "OD_DATA_DIR")
+    # a bad value, as a bad CREATIVE_MEMORY_USER or database URL: a usage error
+    one_line_error(cli("inspect", env={"MEMORY_STORAGE_ROOT": "rel"}), 2, "absolute path")
+    one_line_error(cli("inspect", env={"OD_DATA_DIR": "rel"}), 2, "OD_DATA_DIR")
+    for daemon_command in ("serve", "token", "ui"):
+        one_line_error(cli(daemon_command, env={"OD_DATA_DIR": "rel"}), 2, "OD_DATA_DIR")
 
 
 @pytest.mark.parametrize(

@@ -67,7 +67,10 @@ class State:
     def root(self) -> ResolvedRoot:
         """The storage root and where it came from (checked to be usable)."""
         if self._root is None:
-            root = resolve_root(self.data_dir)
+            try:
+                root = resolve_root(self.data_dir)
+            except PathConfigError as exc:  # a bad value (a relative MEMORY_STORAGE_ROOT…)
+                raise click.UsageError(one_line(exc)) from exc
             check_root(root.path)
             self._root = root
         return self._root
