@@ -477,6 +477,11 @@ def test_enable_disable(cli: Cli) -> None:
     assert p.out == "" and p.err == (
         "(no memory block: memory is off; `creative-memory enable` turns it on)\n"
     )
+    # a past view uses today's switches too (docs/time-travel.md): the same reason
+    p = cli.ok("prompt", "--at-seq", "3")
+    assert p.out == "" and p.err.endswith(
+        "(no memory block: memory is off; `creative-memory enable` turns it on)\n"
+    )
     r = cli.ok("ingest", "-", input=jsonl([tag("pastel", "love this", ts="2026-03-02")]))
     assert "memory is disabled" in r.out
     doc = cli.json("enable")
@@ -526,6 +531,9 @@ def test_pause_expires_by_itself(cli: Cli) -> None:
         (["pause", "--until", "2001-01-01"], "is in the past"),
         (["decay", "--now", "yesterday"], "'yesterday' is not an ISO 8601 date"),
         (["decay", "--now", "2026-13-01T00:00Z"], "not an ISO 8601 date"),
+        # a month that does not exist, without a day (it wrapped into the next year)
+        (["pause", "--until", "2027-13"], "'2027-13' is not an ISO 8601 date"),
+        (["inspect", "--as-of", "2026-00"], "'2026-00' is not an ISO 8601 date"),
     ],
 )
 def test_bad_dates(cli: Cli, args: list[str], needle: str) -> None:

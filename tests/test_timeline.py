@@ -29,6 +29,7 @@ def history() -> Log:
     log.compare([GRID], [NEON])  # neon on the rejected side
     log.compare([NEON], [GRID])  # ... on the chosen side
     log.compare([NEON, GRID], [NEON])  # on both
+    log.compare([NEON, GRID], [], dims=["lay"])  # kept for layout types only: not about neon
     log.signal("explicit_tag", "negative", [NEON], artifact="a3", tag_text="too noisy")
     at = "2026-09-01T00:00:00.000Z"
     log.events.append(DecayPassEvent(seq=len(log.events) + 1, at=at, recorded_at=at))
@@ -57,6 +58,8 @@ def test_the_events_about_the_pattern_and_which_way_each_points() -> None:
     project = timeline(history().events, *NEON, "p1")
     assert [(e.signal_type, e.polarity) for e in project.events] == [("thumbs_up", "positive")]
     assert timeline(history().events, "color", "never_seen").events == []
+    grid = timeline(history().events, *GRID)
+    assert [(e.kind, e.polarity) for e in grid.events][-1] == ("comparison", "positive")
 
 
 @pytest.mark.parametrize("version", known_versions())

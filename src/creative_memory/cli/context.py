@@ -180,6 +180,8 @@ def end_of_local_day(text: str) -> str | None:
     if m is None:
         return None
     year, month, day = int(m[1]), int(m[2] or 12), m[3]
+    if not 1 <= month <= 12:
+        return None
     try:
         if day is None:
             first_of_next = date(year + month // 12, month % 12 + 1, 1)

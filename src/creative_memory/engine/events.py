@@ -509,7 +509,8 @@ def build_refinement_event(refinement: Mapping[str, Any], recorded_at: str) -> R
 def mentions(ev: Event, preference_type: str, pattern: str, bucket: str | None) -> bool:
     """Whether ``ev`` is evidence about (``preference_type``, ``pattern``) in ``bucket``
     (``None`` = global): a signal or legacy record for it, or a comparison naming it on
-    either side. Other events never are."""
+    either side within its ``dimensions`` (the type prefixes it keeps: a feature of
+    another type is no evidence of it). Other events never are."""
     has, b = bucket_of(ev)
     if not has or b != bucket:
         return False
@@ -519,6 +520,9 @@ def mentions(ev: Event, preference_type: str, pattern: str, bucket: str | None) 
         r = ev.record
         return r.get("preference_type") == preference_type and r.get("pattern") == pattern
     if isinstance(ev, ComparisonEvent):
+        dims = ev.dimensions
+        if dims is not None and not any(preference_type.startswith(d) for d in dims):
+            return False
         return any(
             f.preference_type == preference_type and f.pattern == pattern
             for f in (*ev.chose.features, *ev.over.features)

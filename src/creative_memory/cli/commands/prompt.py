@@ -116,26 +116,25 @@ def prompt(
                 if result.prompt == host_text
                 else "the memory block composed earlier is removed"
             )
-        note(f"({what}: {_why_empty(state, project) if result.as_of is None else _NOTHING})")
+        note(f"({what}: {_why_empty(state, project, past=result.as_of is not None)})")
     if result.diagnostics_feed:
         note(result.diagnostics_feed)
 
 
-_NOTHING = "nothing is injectable right now"
-
-
-def _why_empty(state: State, project: str | None) -> str:
-    """Why a memory block is empty now: memory off, the project ignoring global memory, or
-    nothing confident enough yet."""
+def _why_empty(state: State, project: str | None, *, past: bool) -> str:
+    """Why a memory block is empty: memory off, the project ignoring global memory, or
+    nothing confident enough (``past``: at a point in the past, which today's switches
+    apply to as well: docs/time-travel.md)."""
+    nothing = "nothing was injectable then" if past else "nothing is injectable right now"
     settings = state.service.settings(state.user)
     if not settings.memory_enabled:
         return "memory is off; `creative-memory enable` turns it on"
     if project is not None and project in settings.disabled_projects:
         return (
-            f"{_NOTHING} in project {safe(project)}, which ignores global memory; "
+            f"{nothing} in project {safe(project)}, which ignores global memory; "
             f"`creative-memory project-enable {safe(project)}` lets it use it"
         )
-    return _NOTHING
+    return nothing
 
 
 @command(
