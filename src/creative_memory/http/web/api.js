@@ -12,20 +12,27 @@ export async function send(method, path, body, raw, headers) {
     h["Content-Type"] = "application/json";
     payload = raw ? body : JSON.stringify(body);
   }
-  return fetch(path, { method, headers: h, body: payload, credentials: "same-origin",
-    cache: "no-store" });
+  try {
+    return await fetch(path, { method, headers: h, body: payload, credentials: "same-origin",
+      cache: "no-store" });
+  } catch {
+    // no answer at all (the browser says only "Failed to fetch")
+    throw new Error("The memory daemon is not answering: is “creative-memory serve” still " +
+      "running? What this page shows may be out of date; it tries again every few seconds.");
+  }
 }
+
+const SIGNED_OUT = "Signed out (the daemon restarted, or the session ended): run " +
+  "“creative-memory ui” for a new sign-in link.";
 
 export async function parse(res) {
   const type = res.headers.get("Content-Type") || "";
   const data = type.includes("json") ? await res.json() : await res.text();
   if (!res.ok) {
-    if (res.status === 401) {
-      $("whoami").textContent = "Signed out: run “creative-memory ui” for a new login link.";
-    }
+    if (res.status === 401) $("whoami").textContent = SIGNED_OUT;
     const detail = data && data.detail ? data.detail : res.statusText;
     const field = data && data.field ? ` (${data.field})` : "";
-    const err = new Error(`${detail}${field}`);
+    const err = new Error(res.status === 401 ? SIGNED_OUT : `${detail}${field}`);
     err.type = data && data.type ? data.type : ""; // the problem type (dom.js, fail)
     throw err;
   }

@@ -12,7 +12,7 @@
 
 import { state } from "./state.js";
 import { $, show, fail, focusOn } from "./dom.js";
-import { localTime } from "./words.js";
+import { localTime, projectOf } from "./words.js";
 import { api, q } from "./api.js";
 import { renderRecords } from "./records.js";
 import { refresh, preview } from "./load.js";
@@ -106,9 +106,12 @@ function wire() {
   $("reset").addEventListener("click", () => {
     const opt = $("reset-scope").selectedOptions[0];
     if (!opt) return;
-    state.reset = { scope: opt.value, what: opt.textContent.toLowerCase() };
-    $("reset-text").textContent = `This erases ${state.reset.what} for real: ` +
-      "the raw events are deleted, not hidden. Export first if you may want them back.";
+    state.reset = { scope: opt.value };
+    const p = projectOf(opt.value);
+    const what = opt.value === "all" ? "all your memory, and switches it back on"
+      : p === null ? "your global memory" : `the memory of project ${p}`;
+    $("reset-text").textContent = `This erases ${what}, for real: the raw events are ` +
+      "deleted, not hidden. Export first if you may want them back.";
     dialog.showModal();
     $("reset-cancel").focus();
   });

@@ -12,6 +12,7 @@ export function show(msg) {
 export const LOG_DAMAGED = "urn:creative-memory:problem:log-damaged";
 
 export function fail(err) {
+  $("status").textContent = ""; // an earlier success must not read as this one's outcome
   $("error").textContent = err && err.message ? err.message : String(err);
   if (err && err.type === LOG_DAMAGED) document.dispatchEvent(new CustomEvent("log-damaged"));
 }

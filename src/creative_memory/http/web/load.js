@@ -36,11 +36,21 @@ export async function load(force) {
   return true;
 }
 
-// true: redrawn, false: nothing changed (304), null: failed (the error is shown).
+// true: redrawn, false: nothing changed (304), null: failed (the error is shown). After a
+// failure the next load is a full one: what the page shows may no longer be what the daemon
+// holds (a switch the person flipped while the request failed), and a 304 would keep it so.
+// The error a failed load showed goes once a load works again.
 export async function refresh(force) {
   try {
-    return await load(force);
+    const drawn = await load(force);
+    if (state.loadFailed) {
+      state.loadFailed = false;
+      $("error").textContent = "";
+    }
+    return drawn;
   } catch (err) {
+    state.etag = "";
+    state.loadFailed = true;
     fail(err);
     return null;
   }

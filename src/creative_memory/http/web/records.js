@@ -93,7 +93,7 @@ function card(r, injected) {
   const head = el("h3", null, { class: "sentence", id: hid });
   const last = el("time", ago(r.last_seen), { datetime: r.last_seen, title: localTime(r.last_seen) });
   head.append(el("span", neg ? "Avoid" : "Prefer", { class: "verb" }), ` ${human(r.pattern)} — `,
-    `${strengthWord(r.signal_strength)}, ${evidenceWords(r)}, last `, last);
+    `${strengthWord(r.signal_strength)}, ${evidenceWords(r)}, last seen `, last);
   main.append(head);
 
   const measures = el("div", null, { class: "measures" });

@@ -6,4 +6,5 @@ export const state = {
   past: null, asOf: null, hi: 0, projects: new Set(), derivation: null, change: null,
   switchTo: null, switchOpener: null, reset: null, why: null,
   slideTimer: null, // the history slider's pending move (history.js, app.js)
+  loadFailed: false, // the last load failed: the next one is full, and clears its error
 };
