@@ -1,8 +1,9 @@
-"""The Settings → Memory page when the daemon stops answering for a while, in headless
-Chromium (docs/daemon.md, "The Settings → Memory page"): a switch flipped meanwhile shows
-what the daemon holds once it answers again, the error says what is wrong in words a
-person can act on and goes when the daemon is back, and a failure never sits beside an
-older success.
+"""The Settings → Memory page when things change under it, in headless Chromium
+(docs/daemon.md, "The Settings → Memory page"): when the daemon stops answering for a
+while, a switch flipped meanwhile shows what the daemon holds once it answers again, the
+error says what is wrong in words a person can act on and goes when the daemon is back,
+and a failure never sits beside an older success; when a poll redraws the cards, the
+Details the person opened stay open, with focus on them.
 
 Uses the daemon and Chromium of tests/test_server_browser.py (skipped without them).
 """
@@ -15,7 +16,7 @@ import pytest
 
 from tests import test_server_browser as base
 from tests import test_server_browser_fixes as fixes
-from tests.test_server_browser import settle
+from tests.test_server_browser import row, settle, wire
 from tests.test_server_browser_fixes import Site
 
 with contextlib.suppress(ImportError):  # skipped without it (pytestmark)
@@ -45,3 +46,20 @@ def test_a_switch_flipped_while_the_daemon_is_away_shows_what_it_holds(site: Sit
     expect(page.locator("#error")).to_have_text("")
     settle(page)
     assert site.api("GET", "/api/v1/settings").json()["memory_enabled"] is True
+
+
+def test_a_redraw_keeps_the_details_open_and_the_focus_on_them(site: Site) -> None:
+    page = site.page
+    neon = row(page, "neon_palette")
+    summary = neon.locator("summary")
+    summary.click()
+    expect(neon.locator("details")).to_have_attribute("open", "")
+    summary.focus()
+    # new feedback arrives elsewhere; the poll redraws every card
+    site.daemon.post("/api/v1/events", [wire("n9", "neon_palette", tag_text="too noisy")])
+    page.evaluate("document.dispatchEvent(new Event('visibilitychange'))")
+    expect(neon.locator("h3")).to_contain_text("4 rejections")
+    expect(neon.locator("details")).to_have_attribute("open", "")
+    assert page.evaluate("document.activeElement.dataset.focus") == (
+        f"details:{neon.get_attribute('data-key')}"
+    )

@@ -116,8 +116,9 @@ function card(r, injected) {
   main.append(timeline);
   fillTimeline(timeline, r);
 
-  const more = el("details");
-  more.append(el("summary", "Details", { "aria-label": `Details: ${label}` }));
+  const more = el("details", null, { "data-details": r.id });
+  more.append(el("summary", "Details", { "aria-label": `Details: ${label}`,
+    "data-focus": `details:${r.id}` }));
   const dl = el("dl");
   detail(dl, "Type", r.preference_type);
   detail(dl, "Pattern", r.pattern);
@@ -151,8 +152,12 @@ function card(r, injected) {
 export function renderRecords(m) {
   const injected = injectedIds(m);
   const rows = visibleRecords(m, injected);
+  // a redraw keeps the Details the person opened open (and focus on its summary)
+  const open = new Set(Array.from($("records").querySelectorAll("details[open]"),
+    (d) => d.dataset.details));
   keepingFocus(() => {
     $("records").replaceChildren(...rows.map((r) => card(r, injected.has(r.id))));
+    for (const d of $("records").querySelectorAll("details")) d.open = open.has(d.dataset.details);
   });
   const n = m.preferences.length;
   $("empty").hidden = rows.length > 0;
