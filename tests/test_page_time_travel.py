@@ -224,6 +224,7 @@ def test_history_slider_date_and_back_to_now(site: Site) -> None:
     page.fill("#history-date", "2026-02-01T00:00")
     page.click("#history-go")
     expect(banner).to_contain_text("before the first event")
+    expect(page.locator("#whoami")).to_contain_text("looking at the past: before the first event")
     expect(page.locator(RECORDS)).to_have_count(0)
     expect(page.locator("#empty")).to_be_visible()
 

@@ -13,7 +13,8 @@ import { explain } from "./why.js";
 export function renderSettings(m) {
   const s = m.settings;
   $("whoami").textContent = m.as_of
-    ? `Signed in as ${m.user_id} · looking at the past: right after event #${m.as_of.at_seq} · ` +
+    ? `Signed in as ${m.user_id} · looking at the past: ${m.as_of.events
+      ? `right after event #${m.as_of.at_seq}` : "before the first event"} · ` +
       `derivation v${m.derivation_version} then`
     : `Signed in as ${m.user_id} · ${m.event_count} raw events · derivation v${m.derivation_version}`;
   $("memory-enabled").checked = s.memory_enabled;
