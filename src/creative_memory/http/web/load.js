@@ -51,6 +51,7 @@ export async function refresh(force) {
   } catch (err) {
     state.etag = "";
     state.loadFailed = true;
+    if (!state.memory) $("whoami").textContent = "Your memory could not be shown: see why below.";
     fail(err);
     return null;
   }

@@ -19,6 +19,8 @@ export function renderSettings(m) {
     : `Signed in as ${m.user_id} · ${m.event_count} raw events · derivation v${m.derivation_version}`;
   $("memory-enabled").checked = s.memory_enabled;
   $("diagnostics-feed").checked = s.diagnostics_feed;
+  // disabled in the page as served: a switch says nothing until the settings are known
+  for (const id of ["memory-enabled", "diagnostics-feed", "pause"]) $(id).disabled = false;
   let pause = "Learning is on.";
   if (!s.memory_enabled) pause = "Memory is off: nothing is learned or injected.";
   else if (s.paused_now && s.paused_until) {
