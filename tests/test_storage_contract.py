@@ -541,6 +541,30 @@ def test_postgres_unreachable_database_is_a_storage_error(pg_url: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("url", "piece"),
+    [
+        # a raw #, ? or / ends urlsplit's netloc before the @: its password showed whole
+        ("postgresql://mem:Hx#9?kSECRET@h:5432/db", "kSECRET"),
+        ("postgresql://mem:ab/cdSECRET@h:5432/db", "cdSECRET"),
+        ("postgresql://mem:ab@cdSECRET@h:5432/db", "cdSECRET"),
+    ],
+)
+def test_a_password_with_raw_delimiters_is_hidden_whole(url: str, piece: str) -> None:
+    """One rule (storage/dburl.py) for whoami and every error: a password written without
+    percent-encoding is hidden whole, and so is any piece of it a libpq message quotes."""
+    from creative_memory.app.paths import redact_url as shown_by_whoami
+    from creative_memory.storage.postgres.schema import scrub
+
+    assert redact_url(url) == shown_by_whoami(url) == "postgresql://mem:***@h:5432/db"
+    for message in (
+        f"{url}: permission denied for table cm_schema_migrations",
+        f'could not translate host name "{piece}@h" to address',  # libpq's own reading
+    ):
+        cleaned = scrub(message, url)
+        assert "SECRET" not in cleaned and "cdSE" not in cleaned, cleaned
+
+
+@pytest.mark.parametrize(
     "url",
     [
         "postgresql://u:s3cretPW@[::1:55439/db",  # libpq quotes the whole URL

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import getpass
 import os
-import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from typing import Final
 
 from creative_memory.engine.errors import ValidationError
 from creative_memory.engine.ids import safe_name
+from creative_memory.storage.dburl import redact_url
 
 APP_NAME: Final = "creative-memory"
 
@@ -169,16 +169,6 @@ def resolve_database(flag: str | None, env: Mapping[str, str] | None = None) -> 
     if problem is not None:
         raise PathConfigError(f"{'--database' if flag else DATABASE_ENV} {problem}")
     return value
-
-
-def redact_url(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (for showing where memory lives)."""
-    url = re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", url)
-    scheme, sep, rest = url.partition("://")
-    userinfo, at, hostpart = rest.rpartition("@")
-    if not sep or not at or ":" not in userinfo:
-        return url
-    return f"{scheme}{sep}{userinfo.split(':', 1)[0]}:***@{hostpart}"
 
 
 def check_root(path: Path) -> None:

@@ -3,14 +3,14 @@ the helpers that report on a database (docs/deploy.md)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, LiteralString
-from urllib.parse import unquote, urlsplit
 
 import psycopg
 
 from creative_memory.engine.errors import StorageError
+from creative_memory.storage.dburl import redact_url as redact_url
+from creative_memory.storage.dburl import scrub as scrub
 
 
 @dataclass(frozen=True)
@@ -82,39 +82,6 @@ _LOCK_MIGRATIONS: LiteralString = (
     "SELECT pg_advisory_xact_lock(hashtextextended("
     "'creative-memory:migrate:' || coalesce(current_schema(), ''), 0))"
 )
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (in the user info or the query)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, hosts = netloc.rsplit("@", 1)
-        if ":" in userinfo:
-            userinfo = userinfo.split(":", 1)[0] + ":***"
-        netloc = f"{userinfo}@{hosts}"
-    query = re.sub(r"(^|&)(password=)[^&]*", r"\1\2***", parts.query)
-    out = f"{parts.scheme}://{netloc}{parts.path}"
-    return out + (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
-
-
-def scrub(text: str, url: str) -> str:
-    """``text`` (a message about ``url``, e.g. libpq's, which may quote the URL or a token
-    of it) with the URL redacted and no password left in it, raw or percent-decoded."""
-    out = text.replace(url, redact_url(url))
-    found: list[str] = []
-    _, sep, rest = url.partition("://")
-    netloc = re.split(r"[/?#]", rest, maxsplit=1)[0] if sep else ""
-    if "@" in netloc and ":" in netloc.rsplit("@", 1)[0]:
-        found.append(netloc.rsplit("@", 1)[0].split(":", 1)[1])
-    for value in re.findall(r"\bpassword\s*=\s*('(?:[^'\\]|\\.)*'|[^\s&#]*)", url):
-        found.append(value[1:-1] if value.startswith("'") else value)
-    for secret in sorted({v for raw in found for v in (raw, unquote(raw)) if v}, key=len)[::-1]:
-        out = out.replace(secret, "***")
-    return out
 
 
 def migrate(conn: psycopg.Connection[Any]) -> int:
