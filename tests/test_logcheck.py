@@ -177,6 +177,21 @@ def test_an_edited_event_is_kept_as_it_reads_and_chained_again(backend: Backend)
     decode_archive(service.export_archive(USER)[0])
 
 
+def test_an_erasure_after_an_edit_chains_the_log_again_on_both_backends(backend: Backend) -> None:
+    """storage.md, "Check and repair": an erasure re-chains the log, the edited event
+    included. On PostgreSQL it kept the rows before the first erased event as stored, so
+    the rows it wrote were chained onto an edited row's old hash: export failed on, and a
+    check named an event creative-memory had written itself."""
+    store = backend.store()
+    teach(store)  # p0 p1 p2 p0 p1 p2 p0 p1
+    damage(backend, 2, stored_line(backend, 2).replace(b'"p1"', b'"p7"'))  # before any p2
+    service = MemoryService(backend.store())
+    assert service.forget(USER, "color", "p2").events_removed == 2
+    assert service.check(USER).healthy, service.check(USER).problems
+    archive = decode_archive(service.export_archive(USER)[0])
+    assert [e.pattern for e in archive.events] == ["p0", "p7", "p0", "p1", "p0", "p1"]
+
+
 def test_events_out_of_order_are_numbered_on(tmp_path: Path) -> None:
     store = MemoryStore(tmp_path, derivation_version="1", clock=ManualClock())
     teach(store, 6)

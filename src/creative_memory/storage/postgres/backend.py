@@ -312,9 +312,14 @@ class PostgresStorage:
             return None
         if first_change is not None:
             kept = rechain(survivors)
-            # Events before the first change keep their rows (same content, same chain);
-            # everything from there on is deleted and the survivors re-inserted.
-            cut_seq = events[first_change].seq
+            # Events before the first change keep their rows — unless the chain stored with
+            # them no longer follows (an event edited outside creative-memory): the rewrite
+            # chains the log again from there, as the file store does. Everything from that
+            # point on is deleted and the survivors re-inserted.
+            cut = next(
+                (i for i in range(first_change) if kept[i].h != events[i].h), first_change
+            )
+            cut_seq = events[cut].seq
             conn.execute(
                 "DELETE FROM cm_events WHERE user_id = %s AND seq >= %s", (user_id, cut_seq)
             )
