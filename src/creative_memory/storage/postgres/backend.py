@@ -316,9 +316,7 @@ class PostgresStorage:
             # them no longer follows (an event edited outside creative-memory): the rewrite
             # chains the log again from there, as the file store does. Everything from that
             # point on is deleted and the survivors re-inserted.
-            cut = next(
-                (i for i in range(first_change) if kept[i].h != events[i].h), first_change
-            )
+            cut = next((i for i in range(first_change) if kept[i].h != events[i].h), first_change)
             cut_seq = events[cut].seq
             conn.execute(
                 "DELETE FROM cm_events WHERE user_id = %s AND seq >= %s", (user_id, cut_seq)
