@@ -281,6 +281,21 @@ def test_whoami_reports_the_database_with_its_password_hidden(cli: Cli) -> None:
     assert cli.json("whoami")["storage"] == "files"
 
 
+def test_a_data_dir_given_beats_the_environments_database(cli: Cli, tmp_path: Path) -> None:
+    """A --data-dir on the command line says where memory is this time: the environment's
+    database is not used behind it (a reset there erased the database's memory), and
+    beside --database it is refused — which store a command acts on is never a guess."""
+    env = {"CREATIVE_MEMORY_DATABASE_URL": "postgresql://u:pw@127.0.0.1:1/never-reached"}
+    here = str(tmp_path / "here")
+    doc = cli.json("--data-dir", here, "whoami", env=env)
+    assert doc["storage"] == "files" and doc["data_dir"] == here
+    cli.ok("--data-dir", here, "enable", env=env)  # on files: the database is never asked
+    assert (tmp_path / "here" / "alice" / "settings.json").exists()
+    r = cli("--data-dir", here, "--database", env["CREATIVE_MEMORY_DATABASE_URL"], "reset",
+            "--confirm")  # fmt: skip
+    one_line_error(r, 2, "give --data-dir or --database, not both")
+
+
 def test_a_database_url_that_is_not_postgresql_is_a_usage_error(cli: Cli) -> None:
     one_line_error(cli("--database", "mysql://x", "inspect"), 2,
                    "Invalid value for '--database'", "postgresql://")  # fmt: skip

@@ -158,10 +158,19 @@ def database_url_problem(value: str) -> str | None:
     return f"must be a postgresql:// URL, got {value.split('@')[-1]!r}"
 
 
-def resolve_database(flag: str | None, env: Mapping[str, str] | None = None) -> str | None:
+def resolve_database(
+    flag: str | None, env: Mapping[str, str] | None = None, *, data_dir_flag: bool = False
+) -> str | None:
     """The PostgreSQL URL to store memory in: ``--database``, else
-    ``$CREATIVE_MEMORY_DATABASE_URL``, else ``None`` (the file store)."""
+    ``$CREATIVE_MEMORY_DATABASE_URL``, else ``None`` (the file store). A ``--data-dir``
+    given on the command line (``data_dir_flag``) beats the environment's URL — a flag
+    says where, this time — and beside ``--database`` it is refused: which store a
+    ``reset`` erases must never be a guess."""
     env = os.environ if env is None else env
+    if data_dir_flag:
+        if flag:
+            raise PathConfigError("give --data-dir or --database, not both")
+        return None
     value = flag if flag else env.get(DATABASE_ENV, "")
     if not value:
         return None

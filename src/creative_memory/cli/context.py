@@ -109,10 +109,20 @@ class State:
     @property
     def database(self) -> tuple[str, str] | None:
         """The PostgreSQL URL memory lives in and where it came from (``--database`` or
-        ``$CREATIVE_MEMORY_DATABASE_URL``); ``None``: files under the root. A bad URL is a
-        usage error naming its source."""
+        ``$CREATIVE_MEMORY_DATABASE_URL``); ``None``: files under the root — also when a
+        ``--data-dir`` was given, which says where memory is this time (both flags: a
+        usage error). A bad URL is a usage error naming its source."""
+        return self._database(data_dir_flag=self.data_dir is not None)
+
+    @property
+    def daemon_database(self) -> tuple[str, str] | None:
+        """:attr:`database` for ``serve``, whose data dir holds the daemon's own files
+        (tokens, logins, server.json) beside a database's memory: both may be given."""
+        return self._database(data_dir_flag=False)
+
+    def _database(self, *, data_dir_flag: bool) -> tuple[str, str] | None:
         try:
-            url = resolve_database(self.database_flag)
+            url = resolve_database(self.database_flag, data_dir_flag=data_dir_flag)
         except PathConfigError as exc:
             raise click.UsageError(one_line(exc)) from exc
         if url is None:

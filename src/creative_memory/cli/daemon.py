@@ -178,7 +178,7 @@ def serve(
         user=user,
         alarm_ms=alarm_ms,
         derivation_version=state.derivation_version,
-        database=database[0] if (database := state.database) else None,
+        database=database[0] if (database := state.daemon_database) else None,
         allowed_hosts=allow_hosts,
         max_body_bytes=max_body_bytes,
         max_import_bytes=max_import_bytes,
