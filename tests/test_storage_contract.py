@@ -597,6 +597,35 @@ def test_a_connect_timeout_the_url_gets_wrong_fails_at_once(pg_url: str) -> None
         storage.close()
 
 
+def test_a_call_waits_for_a_connection_as_long_as_the_connect_timeout_and_says_why(
+    pg_url: str,
+) -> None:
+    """A call waits for a pooled connection at most ``connect_timeout`` (docs/deploy.md;
+    it was 30 s whatever the URL said), and then says why when the pool could not connect
+    — the error psycopg_pool logged, which no longer reaches a CLI's stderr on its own."""
+    import logging
+
+    from creative_memory.storage.postgres import PostgresStorage
+
+    storage = PostgresStorage(pg_url, min_size=1, max_size=1, connect_timeout=1)
+    db = storage._db
+    try:
+        assert db.wait == 1.0
+        with db.unchecked():  # the only connection, held: the next call has to wait
+            started = time.monotonic()
+            with pytest.raises(StorageError, match=r"no connection within 1 s$"):
+                storage.read_settings("u")
+            assert time.monotonic() - started < 5
+            name = db._pool.name
+            logging.getLogger("psycopg.pool").warning(
+                "error connecting in %r: %s", name, "connection refused"
+            )
+            with pytest.raises(StorageError, match=r"within 1 s: connection refused"):
+                storage.read_settings("u")
+    finally:
+        storage.close()
+
+
 def test_read_events_into_a_sink_hands_on_bounded_chunks_in_order(
     backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:

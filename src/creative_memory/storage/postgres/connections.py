@@ -4,6 +4,7 @@ advisory lock (design: the package docstring and docs/deploy.md)."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 import weakref
@@ -12,7 +13,7 @@ from typing import Any, LiteralString
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from creative_memory.engine.errors import StorageError
 from creative_memory.storage.postgres.schema import message, migrate, redact_url, scrub
@@ -35,6 +36,32 @@ _LOCK_USER: LiteralString = (
 )
 
 Conn = psycopg.Connection[tuple[Any, ...]]
+
+
+class _ConnectErrors(logging.Handler):
+    """The last connection error of each pool, from the warning psycopg_pool logs when it
+    cannot connect — so a pool timeout can say why (the server refused, the password…)
+    instead of only "couldn't get a connection". Being a handler of ``psycopg.pool``, it
+    also keeps those warnings out of a CLI's stderr (no last-resort printing); a host that
+    configures logging still receives them."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self._last: dict[str, tuple[float, str]] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        args = record.args
+        if record.msg == "error connecting in %r: %s" and isinstance(args, tuple):
+            self._last[str(args[0])] = (time.monotonic(), str(args[1]))
+
+    def recent(self, pool: str, within: float) -> str | None:
+        """The pool's last connection error, if it came in the last ``within`` seconds."""
+        at, text = self._last.get(pool, (0.0, ""))
+        return text if text and time.monotonic() - at <= within else None
+
+
+_CONNECT_ERRORS = _ConnectErrors()
+logging.getLogger("psycopg.pool").addHandler(_CONNECT_ERRORS)
 
 
 class Connections:
@@ -60,6 +87,12 @@ class Connections:
                 migrate(conn)
         except psycopg.Error as exc:
             raise self.error(exc) from exc
+        #: how long a call waits for a connection: the connect timeout, as libpq took it
+        #: just now (its 0, no limit, is the pool's old 30 s)
+        try:
+            self.wait = float(conninfo_to_dict(url).get("connect_timeout") or 0) or 30.0
+        except ValueError:
+            self.wait = 30.0
         self._pool: ConnectionPool[Conn] = ConnectionPool(
             url,
             min_size=min_size,
@@ -69,9 +102,9 @@ class Connections:
             # statements are prepared on first use (prepare=True), the others by psycopg
             # after a few uses: a one-off on a new connection costs no extra round trip.
             kwargs={"autocommit": True},
-            timeout=30.0,
+            timeout=self.wait,
             num_workers=2,
-            name="creative-memory",
+            name=f"creative-memory-{id(self):x}",
         )
 
     def close(self) -> None:
@@ -80,8 +113,13 @@ class Connections:
 
     def error(self, exc: BaseException) -> StorageError:
         """``exc`` as a :class:`StorageError` naming the (redacted) database, with no
-        password in it (libpq's messages may quote the URL)."""
-        return StorageError(f"{self.described}: {scrub(message(exc), self._url)}")
+        password in it (libpq's messages may quote the URL). A pool timeout says why the
+        pool could not connect, when it tried and failed."""
+        text = message(exc)
+        if isinstance(exc, PoolTimeout):
+            cause = _CONNECT_ERRORS.recent(self._pool.name, 2 * self.wait)
+            text = f"no connection within {self.wait:g} s" + (f": {cause}" if cause else "")
+        return StorageError(f"{self.described}: {scrub(text, self._url)}")
 
     def _acquire(self, *, ping: bool) -> Conn:
         """A pooled connection known to work: pinged first when ``ping`` (locked writes) or
