@@ -48,6 +48,18 @@ def test_a_switch_flipped_while_the_daemon_is_away_shows_what_it_holds(site: Sit
     assert site.api("GET", "/api/v1/settings").json()["memory_enabled"] is True
 
 
+def test_resume_clears_the_date_of_the_pause_it_ended(site: Site) -> None:
+    page = site.page
+    page.fill("#pause-until", "2099-01-01T10:00")
+    page.click("#pause")
+    expect(page.locator("#pause-state")).to_contain_text("Learning paused until")
+    page.click("#resume")
+    expect(page.locator("#status")).to_have_text("Learning resumed.")
+    expect(page.locator("#pause-until")).to_have_value("")  # a next Pause does not reuse it
+    page.click("#pause")
+    expect(page.locator("#pause-state")).to_have_text("Learning paused until you resume.")
+
+
 def test_a_redraw_keeps_the_details_open_and_the_focus_on_them(site: Site) -> None:
     page = site.page
     neon = row(page, "neon_palette")

@@ -50,10 +50,12 @@ function wire() {
       until ? `Learning paused until ${localTime(until)}.` : "Learning paused.",
       () => $("resume"));
   });
-  // Resume disables itself: focus goes to Pause, its counterpart.
-  $("resume").addEventListener("click", () => act(
-    () => api("POST", "/api/v1/settings", { paused: false }), "Learning resumed.",
-    () => $("pause")));
+  // Resume disables itself: focus goes to Pause, its counterpart. The date of the pause it
+  // ended is cleared, so the next Pause does not reuse it unseen.
+  $("resume").addEventListener("click", () => act(async () => {
+    await api("POST", "/api/v1/settings", { paused: false });
+    $("pause-until").value = "";
+  }, "Learning resumed.", () => $("pause")));
   // The id typed stays in the field until the daemon has taken it (a refused one is kept).
   $("add-project").addEventListener("submit", (ev) => {
     ev.preventDefault();
