@@ -1168,8 +1168,15 @@ def test_migrate(cli: Cli, tmp_path: Path) -> None:
     n = len(json.loads(src.read_text())["global_preferences"])
     r = cli.ok("--user", "designer_fresh", "migrate", str(src))
     assert r.out.startswith("Imported ") and f"from {src} into designer_fresh" in r.out
+    # the default version reads records otherwise than the prototype did: said, with the way
+    # to see the prototype's reading (docs/storage.md, "Prototype import")
+    assert "Note: derivation v5 reads each record as a statement" in r.out
+    assert "derivation preview --to 1" in r.out
     again = cli.ok("--user", "designer_fresh", "migrate", str(src)).out
-    assert "Nothing new to import" in again  # idempotent
+    assert "Nothing new to import" in again and "Note:" not in again  # idempotent
+    v1 = cli.ok("--derivation-version", "1", "--user", "dave", "migrate", "--from-user",
+                "designer_fresh", str(src)).out  # fmt: skip
+    assert "Note:" not in v1  # version 1 reads them as the prototype did
     # a prototype user directory, and a prototype root with <user>/preferences.json
     proto_root = tmp_path / "proto"
     shutil.copytree(PROTO / "designer_fresh", proto_root / "designer_fresh")

@@ -221,6 +221,14 @@ def migrate(state: State, source: Path, from_user: str | None) -> None:
                    ": nothing is learned or injected until `creative-memory enable`.")
             )  # fmt: skip
         click.echo(f"Settings: {settings_line(settings_doc(after))}")
+    version = service.derivation(user).in_force
+    if imported and version != "1":
+        click.echo(
+            f"Note: derivation v{version} reads each record as a statement about that feature: "
+            "a prototype hint can weigh more than the prototype gave it. "
+            "`creative-memory derivation preview --to 1` shows the prototype's reading "
+            '(docs/storage.md, "Prototype import").'
+        )
 
 
 COMMANDS = (export, import_, migrate)
