@@ -469,6 +469,21 @@ BAD: list[tuple[str, str, dict[str, Any], int, str | None]] = [
         415,
         "content-type",
     ),
+    # a key named twice in one object: which is meant is a guess (the last would erase)
+    (
+        "POST",
+        "/api/v1/reset",
+        {"content": b'{"confirm": false, "confirm": true, "scope": "all"}'},
+        422,
+        "confirm",
+    ),
+    (
+        "POST",
+        "/api/v1/settings",
+        {"content": b'{"project_ignore_global": {"p": true, "p": false}}'},
+        422,
+        "p",
+    ),
     ("GET", "/api/v1/memory", {"params": {"project_id": "../etc"}}, 422, "project_id"),
     ("GET", "/api/v1/memory", {"params": {"project_id": "__proto__"}}, 422, "project_id"),
     ("GET", "/api/v1/memory", {"params": [("project_id", "a"), ("project_id", "b")]}, 422, None),

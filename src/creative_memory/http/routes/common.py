@@ -6,6 +6,7 @@ conditional GET of what the page polls (``conditional``: ETag / If-None-Match �
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -192,12 +193,44 @@ async def read_json(request: Request) -> Any:
 
 
 async def read_struct(request: Request, type_: type[T]) -> T:
-    """The JSON body decoded into ``type_``; a wrong or unknown key is a 422 naming it."""
+    """The JSON body decoded into ``type_``; a wrong or unknown key is a 422 naming it, and
+    so is a key an object names twice (``{"confirm": false, "confirm": true}``: which one
+    is meant is a guess — JSON leaves it open — and the last one would erase memory)."""
     value = await read_json(request)
+    key = _repeated_key(await request.body())
+    if key is not None:
+        raise invalid(f"the request body names {key!r} more than once in one object", key)
     try:
         return msgspec.convert(value, type_)
     except msgspec.ValidationError as exc:
         raise invalid(str(exc), struct_error_field(str(exc))) from None
+
+
+def _repeated_key(body: bytes) -> str | None:
+    """The first key an object of ``body`` (a JSON text the one rule took, so no deeper
+    than the limit) names twice, else ``None``."""
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        for k, v in items:
+            if k in seen:
+                raise _Repeated(k)
+            seen[k] = v
+        return seen
+
+    try:
+        json.loads(body, object_pairs_hook=pairs)
+    except _Repeated as exc:
+        return exc.key
+    except ValueError:  # the one rule took it; Python's reader is not the judge
+        return None
+    return None
+
+
+class _Repeated(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
 
 
 def query(request: Request, name: str) -> str | None:
