@@ -136,3 +136,36 @@ def test_an_ingest_makes_its_events_durable_a_batch_at_a_time(
     )
     assert result.accepted == 25 and len(store.events("alice")) == 25
     assert log_fsyncs[0] == 1 + fsyncs  # one more: the log's creation
+
+
+def test_a_storage_failure_stops_the_ingest_and_says_what_landed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database gone away or a full disk mid-ingest: the CLI prints the report of what
+    was stored, then one line naming where it stopped (exit 1) — before, no report, so a
+    person could not tell what to feed again."""
+    from creative_memory import StorageError
+    from creative_memory.storage import FileStorage
+
+    real = FileStorage.append_positioned
+    calls = [0]
+
+    def failing(self: FileStorage, *args: object, **kw: object) -> object:
+        calls[0] += 1
+        if calls[0] == 6:
+            raise StorageError("disk full")
+        return real(self, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(FileStorage, "append_positioned", failing)
+    cli = Cli(tmp_path)
+    r = cli("--json", "ingest", "-", input=jsonl(thumbs(10)))
+    assert r.code == 1
+    report = json.loads(r.out)
+    assert report["events"] == 5 and report["accepted"] == 5
+    assert report["storage_failed"] == {"at": "line 6", "not_stored": 5, "error": "disk full"}
+    assert r.err.strip() == (
+        "Error: disk full — stopped at line 6: it and the 4 events after it are not stored; "
+        "what came before is stored as reported (pending edit-saves were not delivered)"
+    )
+    monkeypatch.undo()
+    assert len(cli.store().events("alice")) == 5

@@ -10,9 +10,16 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from creative_memory.app.results import IngestInput, IngestInterrupted, IngestItem, IngestResult
+from creative_memory.app.results import (
+    IngestInput,
+    IngestInterrupted,
+    IngestItem,
+    IngestResult,
+    IngestStopped,
+)
 from creative_memory.app.store import MemoryStore
 from creative_memory.capture.layer import CaptureLayer, CaptureReport
+from creative_memory.engine.errors import StorageError
 from creative_memory.engine.events import validate_user_id
 from creative_memory.engine.timeutil import try_parse_ts
 
@@ -81,6 +88,8 @@ def ingest_items(
         return store._states.deferred_appends() if sync_every else contextlib.nullcontext()
 
     interrupted = False
+    failure: StorageError | None = None
+    in_hand = False
     pending = iter(items)
     try:
         while True:
@@ -89,12 +98,17 @@ def ingest_items(
                 for item in itertools.islice(pending, sync_every or None):
                     located += 1
                     taken += 1
+                    in_hand = True
                     take(item)
+                    in_hand = False
             if not sync_every or taken < sync_every:
                 break
     except KeyboardInterrupt:
         interrupted = True
-    if close:
+    except StorageError as exc:
+        failure = exc
+        located -= in_hand  # the item in hand did not land
+    if close and failure is None:
         with block():
             absorb(layer.close(), None)
 
@@ -117,6 +131,8 @@ def ingest_items(
     )
     if interrupted:
         raise IngestInterrupted(result)
+    if failure is not None:
+        raise IngestStopped(result, failure) from failure
     return result
 
 

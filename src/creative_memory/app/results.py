@@ -11,6 +11,7 @@ from typing import Annotated, Any, Final
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
+from creative_memory.engine.errors import StorageError
 from creative_memory.engine.ids import project_id_schema
 from creative_memory.engine.logcheck import LogProblem
 from creative_memory.engine.preview import PromptChange
@@ -253,4 +254,15 @@ class IngestInterrupted(KeyboardInterrupt):
 
     def __init__(self, result: IngestResult) -> None:
         super().__init__(f"interrupted after {result.events} events")
+        self.result = result
+
+
+class IngestStopped(StorageError):
+    """An ingest stopped by a storage failure (a database gone away, a full disk): its
+    message is the failure's, and ``result`` the report of the events taken before the
+    one that failed — what is stored — so a host can say what landed and feed only the
+    rest again (``MemoryService.ingest``). Edit-saves still pending are not delivered."""
+
+    def __init__(self, result: IngestResult, failure: StorageError) -> None:
+        super().__init__(str(failure))
         self.result = result

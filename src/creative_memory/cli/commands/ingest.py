@@ -14,7 +14,7 @@ import click
 import msgspec
 
 from creative_memory.cli.context import State, command
-from creative_memory.cli.errors import Interrupted
+from creative_memory.cli.errors import Interrupted, OneLineError, one_line
 from creative_memory.cli.render import (
     PROGRESS_MIN_EVENTS,
     emit_json,
@@ -126,7 +126,7 @@ def ingest(state: State, source: str) -> None:
     the rest. Events for another user are rejected (the CLI acts for one user). Exit 1 if
     any event was rejected, after processing all of them. Ctrl-C stops it between two
     events: what was read is stored and reported, and it exits 130."""
-    from creative_memory.app.service import IngestInterrupted
+    from creative_memory.app.service import IngestInterrupted, IngestStopped
     from creative_memory.capture.layer import CaptureLayer
 
     user = state.user
@@ -152,16 +152,27 @@ def ingest(state: State, source: str) -> None:
             advance(n)
             held.done()
 
-        interrupted: tuple[str | None, int] | None = None
+        stopped: Stopped | None = None
         try:
             result = service.ingest(
                 user, held.items(items), layer, close=True, progress=step, sync_every=SYNC_EVERY
             )
-        except IngestInterrupted as exc:
+        except (IngestInterrupted, IngestStopped) as exc:
             result = exc.result
-            stopped = held.last.where if held.last is not None else None
-            interrupted = (stopped, count - result.events)
-    _report(state, result, label, interrupted)
+            where = held.last.where if held.last is not None else None
+            why = None if isinstance(exc, IngestInterrupted) else one_line(exc)
+            stopped = Stopped(where, count - result.events, why)
+    _report(state, result, label, stopped)
+
+
+class Stopped(NamedTuple):
+    """Where an ingest stopped before its end: ``where`` the item taken last (stored when
+    interrupted, not stored when storage failed: ``error``), ``unread`` how many items are
+    not stored from there on."""
+
+    where: str | None
+    unread: int
+    error: str | None  # the storage failure; None: interrupted (Ctrl-C)
 
 
 #: How many events an ingest makes durable together: one fsync each (a report comes only
@@ -215,17 +226,23 @@ def _report(
     state: State,
     result: IngestResult,
     label: str,
-    interrupted: tuple[str | None, int] | None = None,
+    stopped: Stopped | None = None,
 ) -> None:
-    """Print the report; ``interrupted``: where an interrupted ingest stopped (the last
-    item taken) and how many items it did not read — then exit 130."""
+    """Print the report; ``stopped``: where an ingest stopped before its end — then exit
+    130 (interrupted) or 1 (storage failed)."""
     rows = result.results
     problems = [r for r in rows if r.status in ("rejected", "failed")]
     if state.json:
         doc = msgspec.to_builtins(result)
-        extra = {}
-        if interrupted is not None:
-            extra["interrupted"] = {"after": interrupted[0], "unread": interrupted[1]}
+        extra: dict[str, object] = {}
+        if stopped is not None and stopped.error is None:
+            extra["interrupted"] = {"after": stopped.where, "unread": stopped.unread}
+        elif stopped is not None:
+            extra["storage_failed"] = {
+                "at": stopped.where,
+                "not_stored": stopped.unread,
+                "error": stopped.error,
+            }
         emit_json(
             {
                 "user_id": doc["user_id"],
@@ -257,11 +274,17 @@ def _report(
             click.echo(
                 f"Note: memory is {why} for {result.user_id}; accepted events were not learned."
             )
-    if interrupted is not None:
-        after, unread = interrupted
+    if stopped is not None and stopped.error is None:
+        after = safe(stopped.where) if stopped.where else "the start"
         raise Interrupted(
-            f"interrupted after {safe(after) if after else 'the start'}: "
-            f"{plural(unread, 'event')} after it not read; what was read is stored as reported"
+            f"interrupted after {after}: {plural(stopped.unread, 'event')} after it not read; "
+            "what was read is stored as reported"
+        )
+    if stopped is not None:
+        raise OneLineError(
+            f"{stopped.error} — stopped at {safe(stopped.where or 'the start')}: it and the "
+            f"{plural(stopped.unread - 1, 'event')} after it are not stored; what came before "
+            "is stored as reported (pending edit-saves were not delivered)"
         )
     if problems:
         noun = "event" if len(problems) == 1 else "events"
