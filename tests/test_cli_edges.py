@@ -239,6 +239,10 @@ def test_migrate_refuses_another_users_file_unless_named(cli: Cli, tmp_path: Pat
         "injected until `creative-memory enable`.",
         "Settings: memory OFF (nothing learned or injected) · learning active · "
         "diagnostics feed off",
+        "Note: derivation v5 reads each record as a statement about that feature: a "
+        "prototype hint can weigh more than the prototype gave it. `creative-memory "
+        "derivation preview --to 1` shows the prototype's reading (docs/storage.md, "
+        '"Prototype import").',
     ]
     # under a prototype root, --from-user picks <root>/<from-user>/preferences.json
     doc = cli.json("--user", "ann", "migrate", "--from-user", "paused_user", str(PROTO))
