@@ -7,6 +7,7 @@ no storage. Reference: docs/cli.md.
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,6 +46,15 @@ DATE_HELP = (
 )
 
 
+def root_of(flag: str | os.PathLike[str] | None) -> ResolvedRoot:
+    """:func:`~creative_memory.app.paths.resolve_root`, a bad value (a relative
+    ``$MEMORY_STORAGE_ROOT``…) a usage error, on every command (the daemon's too)."""
+    try:
+        return resolve_root(flag)
+    except PathConfigError as exc:
+        raise click.UsageError(one_line(exc)) from exc
+
+
 @dataclass
 class State:
     """Global options, resolved lazily.
@@ -67,10 +77,7 @@ class State:
     def root(self) -> ResolvedRoot:
         """The storage root and where it came from (checked to be usable)."""
         if self._root is None:
-            try:
-                root = resolve_root(self.data_dir)
-            except PathConfigError as exc:  # a bad value (a relative MEMORY_STORAGE_ROOT…)
-                raise click.UsageError(one_line(exc)) from exc
+            root = root_of(self.data_dir)
             check_root(root.path)
             self._root = root
         return self._root

@@ -21,8 +21,8 @@ from typing import Any
 
 import click
 
-from creative_memory.app.paths import PathConfigError, resolve_root, resolve_user
-from creative_memory.cli.context import State, command, global_options
+from creative_memory.app.paths import resolve_user
+from creative_memory.cli.context import State, command, global_options, root_of
 from creative_memory.cli.errors import Group
 from creative_memory.cli.render import emit_json, safe
 from creative_memory.engine.events import validate_user_id
@@ -47,10 +47,7 @@ def resolve_data_dir(flag: str | os.PathLike[str] | None) -> Path:
     (:func:`creative_memory.app.paths.resolve_root`); the global ``--data-dir`` counts."""
     if flag is None:
         flag = _group_option("data_dir")
-    try:
-        return resolve_root(flag).path
-    except PathConfigError as exc:  # a bad value, as in every other command: exit 2
-        raise click.UsageError(str(exc)) from exc
+    return root_of(flag).path
 
 
 def resolve_user_id(flag: str | None) -> str:

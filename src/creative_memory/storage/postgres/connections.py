@@ -78,8 +78,10 @@ class Connections:
             given = conninfo_to_dict(url)
         except psycopg.Error as exc:
             raise self.error(exc) from exc
-        if "connect_timeout" not in given:
-            url = make_conninfo(url, connect_timeout=str(max(1, int(connect_timeout))))
+        timeout = given.get("connect_timeout")
+        if timeout is None:
+            timeout = str(max(1, int(connect_timeout)))
+            url = make_conninfo(url, connect_timeout=timeout)
         # Migrate over a direct connection first: a wrong URL or password fails here at
         # once with the server's message (the pool would only time out).
         try:
@@ -87,10 +89,10 @@ class Connections:
                 migrate(conn)
         except psycopg.Error as exc:
             raise self.error(exc) from exc
-        #: how long a call waits for a connection: the connect timeout, as libpq took it
-        #: just now (its 0, no limit, is the pool's old 30 s)
+        #: how long a call waits for a connection: the connect timeout libpq just took (its
+        #: 0, no limit, is the pool's old 30 s)
         try:
-            self.wait = float(conninfo_to_dict(url).get("connect_timeout") or 0) or 30.0
+            self.wait = float(timeout) or 30.0
         except ValueError:
             self.wait = 30.0
         self._pool: ConnectionPool[Conn] = ConnectionPool(
